@@ -1,0 +1,215 @@
+//! Errors as `application/problem+json` (RFC 9457), shaped exactly as CONTRACT.md lists them.
+//!
+//! Every response carries the request's id; problems carry it in the body too. The id lives in
+//! a task-local set by [`request_id`], so that any code that builds a [`Problem`] (handlers,
+//! extractors, the fallback) can reach it without threading it through every signature.
+
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use texfleet_core::db::DbError;
+use texfleet_core::storage::StorageError;
+use uuid::Uuid;
+
+tokio::task_local! {
+    static REQUEST_ID: String;
+}
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Seconds a client should wait before retrying a `503`.
+const RETRY_AFTER_UNAVAILABLE: u64 = 2;
+
+/// Gives each request an id, runs it with the id in scope and echoes the id in a header.
+pub async fn request_id(request: Request, next: Next) -> Response {
+    let id = Uuid::new_v4().to_string();
+    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Problem {
+    status: StatusCode,
+    code: &'static str,
+    detail: String,
+    errors: Vec<FieldError>,
+    retry_after: Option<u64>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            code,
+            detail: detail.into(),
+            errors: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    pub fn invalid_json(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid_json", detail)
+    }
+
+    pub fn validation(errors: Vec<FieldError>) -> Problem {
+        let detail = errors
+            .iter()
+            .map(|e| {
+                if e.field.is_empty() {
+                    e.message.clone()
+                } else {
+                    format!("{}: {}", e.field, e.message)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        Problem {
+            errors,
+            ..Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                detail,
+            )
+        }
+    }
+
+    pub fn unauthorized(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::FORBIDDEN, "forbidden", detail)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::NOT_FOUND, "not_found", detail)
+    }
+
+    pub fn method_not_allowed() -> Problem {
+        Problem::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not accept that method",
+        )
+    }
+
+    pub fn payload_too_large(limit: usize) -> Problem {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body exceeds {limit} bytes"),
+        )
+    }
+
+    pub fn unsupported_media_type() -> Problem {
+        Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as Content-Type: application/json",
+        )
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::CONFLICT, "conflict", detail)
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> Problem {
+        Problem {
+            retry_after: Some(RETRY_AFTER_UNAVAILABLE),
+            ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+        }
+    }
+
+    pub fn internal() -> Problem {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "an internal error occurred; quote the request_id when reporting it",
+        )
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(rename = "type")]
+    type_uri: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    code: &'a str,
+    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
+    errors: &'a [FieldError],
+    request_id: String,
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = Body {
+            type_uri: format!("urn:texfleet:problem:{}", self.code),
+            title: self.status.canonical_reason().unwrap_or("Error"),
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            code: self.code,
+            errors: &self.errors,
+            request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (
+            self.status,
+            [(header::CONTENT_TYPE, "application/problem+json")],
+            json,
+        )
+            .into_response();
+        let headers = response.headers_mut();
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Database failures: `503` while Postgres is unreachable; anything else is logged in full and
+/// shown only as `500`, so that no SQL text reaches a client.
+impl From<DbError> for Problem {
+    fn from(error: DbError) -> Problem {
+        match error {
+            DbError::Unavailable(_) => {
+                tracing::warn!(%error, "database unavailable");
+                Problem::unavailable("the database is unavailable; retry shortly")
+            }
+            _ => {
+                tracing::error!(%error, "database error");
+                Problem::internal()
+            }
+        }
+    }
+}
+
+impl From<StorageError> for Problem {
+    fn from(error: StorageError) -> Problem {
+        tracing::error!(%error, "object storage error");
+        Problem::unavailable("object storage is unavailable; retry shortly")
+    }
+}

@@ -1,0 +1,180 @@
+//! `texfleet`: one binary for every process and operator task.
+//!
+//! Servers (`api`, `scheduler`) and operator commands (`migrate`, `project`, `token`) share the
+//! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use texfleet_core::{db, token, Config};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(Parser)]
+#[command(
+    name = "texfleet",
+    version,
+    about = "A sandboxed LaTeX compile service"
+)]
+struct Cli {
+    /// TOML file with settings (see the README); TEXFLEET_* variables override it.
+    #[arg(long, global = true, env = "TEXFLEET_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format of the servers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TEXFLEET_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API.
+    Api,
+    /// Run the scheduler daemon that compiles queued jobs.
+    Scheduler,
+    /// Apply pending database migrations.
+    Migrate,
+    /// Manage projects.
+    #[command(subcommand)]
+    Project(ProjectCommand),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum ProjectCommand {
+    /// Create a project and print its id.
+    Create {
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token for a project and print it; it is shown only this once.
+    Create {
+        #[arg(long)]
+        project: Uuid,
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Lifetime such as `30d` or `12h`; no expiry when omitted.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<std::time::Duration>,
+    },
+    /// List a project's tokens (never the tokens themselves).
+    List {
+        #[arg(long)]
+        project: Uuid,
+    },
+    /// Revoke a token by its id.
+    Revoke { token_id: Uuid },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = Config::load(cli.config.as_deref()).context("reading configuration")?;
+    match cli.command {
+        Command::Api => {
+            init_tracing(cli.log_format);
+            let listener = tokio::net::TcpListener::bind(&config.listen_addr)
+                .await
+                .with_context(|| format!("binding {}", config.listen_addr))?;
+            texfleet_api::serve(config, listener, shutdown_signal()).await
+        }
+        Command::Scheduler => {
+            init_tracing(cli.log_format);
+            texfleet_scheduler::run(config, shutdown_signal()).await
+        }
+        Command::Migrate => {
+            for migration in db::migrate(&config.database_url).await? {
+                println!("applied {migration}");
+            }
+            Ok(())
+        }
+        Command::Project(ProjectCommand::Create { name }) => {
+            let pool = db::pool(&config)?;
+            let id = db::create_project(&**pool.get().await?, &name).await?;
+            println!("{id}");
+            Ok(())
+        }
+        Command::Token(command) => token_command(&config, command).await,
+    }
+}
+
+async fn token_command(config: &Config, command: TokenCommand) -> anyhow::Result<()> {
+    let pool = db::pool(config)?;
+    let client = pool.get().await?;
+    match command {
+        TokenCommand::Create {
+            project,
+            name,
+            expires_in,
+        } => {
+            if !db::project_exists(&**client, project).await? {
+                anyhow::bail!("no project {project}");
+            }
+            let secret = token::generate();
+            let expires_at = expires_in.map(|lifetime| OffsetDateTime::now_utc() + lifetime);
+            let id = db::create_token(&**client, project, &name, &token::hash(&secret), expires_at)
+                .await?;
+            eprintln!("token {id} for project {project} (shown once; store it now):");
+            println!("{secret}");
+        }
+        TokenCommand::List { project } => {
+            println!("{:<36}  {:<20}  {:<8}  last used", "id", "name", "state");
+            for token in db::list_tokens(&**client, project).await? {
+                let now = OffsetDateTime::now_utc();
+                let state = match (token.revoked_at, token.expires_at) {
+                    (Some(_), _) => "revoked",
+                    (None, Some(expiry)) if expiry <= now => "expired",
+                    _ => "live",
+                };
+                let last_used = token
+                    .last_used_at
+                    .map_or("never".to_string(), |t| t.to_string());
+                println!(
+                    "{:<36}  {:<20}  {:<8}  {last_used}",
+                    token.id, token.name, state
+                );
+            }
+        }
+        TokenCommand::Revoke { token_id } => {
+            if !db::revoke_token(&**client, token_id).await? {
+                anyhow::bail!("no live token {token_id}");
+            }
+            println!("revoked {token_id}");
+        }
+    }
+    Ok(())
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutdown requested");
+}

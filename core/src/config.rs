@@ -1,0 +1,156 @@
+//! Configuration, read from defaults, then an optional TOML file, then `TEXFLEET_*` variables.
+//!
+//! One flat struct serves every process: each reads the settings it needs. Flat keys keep the
+//! environment variable names obvious (`TEXFLEET_S3_BUCKET` sets `s3_bucket`). The README lists
+//! every setting with its default; keep the two in step.
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// `TEXFLEET_*` variables that are not settings: the config file's path, the log format and the client CLI's
+/// URL, token and project. Any other unknown `TEXFLEET_*` variable is an error, so that a typo
+/// fails loudly instead of leaving a default in force.
+const CLIENT_VARIABLES: &[&str] = &["config", "log_format", "url", "token", "project"];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Postgres connection string (libpq key=value or URL form).
+    pub database_url: String,
+    /// Maximum connections in each process's Postgres pool.
+    pub database_pool_size: usize,
+    /// Address the API listens on.
+    pub listen_addr: String,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+
+    pub s3_endpoint: String,
+    pub s3_region: String,
+    pub s3_bucket: String,
+    pub s3_access_key_id: String,
+    pub s3_secret_access_key: String,
+
+    /// Image the sandbox containers run (printed by `sandbox-image/build.sh`).
+    pub sandbox_image: String,
+    /// Optional OCI runtime for sandbox containers, for example `runsc`; empty means Docker's default.
+    pub sandbox_runtime: String,
+    pub sandbox_memory_mb: i64,
+    pub sandbox_pids_limit: i64,
+    /// CPU limit in cores (fractions allowed).
+    pub sandbox_cpus: f64,
+    /// Size of the job's tmpfs work directory.
+    pub sandbox_tmpfs_mb: i64,
+    pub max_pdf_bytes: usize,
+    pub max_log_bytes: usize,
+
+    /// Compile timeout when the request names none, and the largest it may name.
+    pub default_timeout_seconds: u32,
+    pub max_timeout_seconds: u32,
+    /// Seconds the scheduler allows beyond the compile timeout before it kills the container.
+    pub kill_grace_seconds: u32,
+
+    /// Concurrent compiles per scheduler; 0 means the number of CPU cores.
+    pub scheduler_slots: usize,
+    /// Identity written into the lease of claimed jobs; empty means `<hostname>-<pid>`.
+    pub scheduler_id: String,
+    /// How often the scheduler looks for work when no notification arrives.
+    pub poll_interval_seconds: u64,
+    /// Attempts a job gets when infrastructure (Docker, S3) fails before it ends `Failed`.
+    pub max_attempts: i32,
+    /// Length of the lease a claimed job holds.
+    pub lease_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: "postgres://texfleet@127.0.0.1:5432/texfleet".into(),
+            database_pool_size: 16,
+            listen_addr: "127.0.0.1:8080".into(),
+            max_body_bytes: 20 * 1024 * 1024,
+            s3_endpoint: "http://127.0.0.1:3900".into(),
+            s3_region: "garage".into(),
+            s3_bucket: "texfleet".into(),
+            s3_access_key_id: String::new(),
+            s3_secret_access_key: String::new(),
+            sandbox_image: String::new(),
+            sandbox_runtime: String::new(),
+            sandbox_memory_mb: 1024,
+            sandbox_pids_limit: 128,
+            sandbox_cpus: 1.0,
+            sandbox_tmpfs_mb: 256,
+            max_pdf_bytes: 50 * 1024 * 1024,
+            max_log_bytes: 4 * 1024 * 1024,
+            default_timeout_seconds: 60,
+            max_timeout_seconds: 300,
+            kill_grace_seconds: 5,
+            scheduler_slots: 0,
+            scheduler_id: String::new(),
+            poll_interval_seconds: 5,
+            max_attempts: 3,
+            lease_seconds: 30,
+        }
+    }
+}
+
+impl Config {
+    /// Loads the configuration: defaults, then `file` if given, then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Config, figment::Error> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment
+            .merge(Env::prefixed("TEXFLEET_").ignore(CLIENT_VARIABLES))
+            .extract()
+    }
+
+    pub fn scheduler_slots(&self) -> usize {
+        match self.scheduler_slots {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    pub fn scheduler_id(&self) -> String {
+        if !self.scheduler_id.is_empty() {
+            return self.scheduler_id.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "scheduler".into());
+        format!("{host}-{}", std::process::id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_file_and_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "texfleet.toml",
+                "s3_bucket = \"from-file\"\nsandbox_cpus = 2.5",
+            )?;
+            jail.set_env("TEXFLEET_S3_BUCKET", "from-env");
+            let config = Config::load(Some(Path::new("texfleet.toml")))?;
+            assert_eq!(config.s3_bucket, "from-env");
+            assert_eq!(config.sandbox_cpus, 2.5);
+            assert_eq!(config.listen_addr, Config::default().listen_addr);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn unknown_settings_are_rejected() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("texfleet.toml", "s3_buckett = \"typo\"")?;
+            assert!(Config::load(Some(Path::new("texfleet.toml"))).is_err());
+            Ok(())
+        });
+    }
+}

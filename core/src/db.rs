@@ -1,0 +1,506 @@
+//! Every SQL statement texfleet runs, in one place (the model is River's queue SQL).
+//!
+//! The queue protocol, in short:
+//! - the API inserts a `Queued` row and its files in one transaction; a trigger sends
+//!   `NOTIFY texfleet_jobs` so that idle schedulers wake at once;
+//! - a scheduler claims with `FOR UPDATE SKIP LOCKED`, so concurrent schedulers never block on or
+//!   double-claim a row, and writes its lease (owner + expiry) into the row;
+//! - every later write of the scheduler names its lease owner and `status = 'Running'`, so a
+//!   scheduler that lost its job (cancelled, or its lease rescued) cannot overwrite the outcome.
+
+use crate::model::{
+    ClaimedJob, Diagnostic, Engine, ErrorCode, Job, JobError, JobStatus, NewJob, SourceFile,
+};
+use crate::Config;
+use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use time::OffsetDateTime;
+use tokio::sync::Notify;
+use tokio_postgres::{AsyncMessage, GenericClient, NoTls, Row};
+use uuid::Uuid;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+pub type Pool = deadpool_postgres::Pool;
+
+/// Channel a trigger notifies whenever a job becomes claimable.
+pub const JOBS_QUEUED_CHANNEL: &str = "texfleet_jobs";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// Postgres could not be reached or dropped the connection: worth retrying later.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("database error: {0}")]
+    Query(tokio_postgres::Error),
+    #[error("unexpected data in the database: {0}")]
+    Corrupt(String),
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        use tokio_postgres::error::SqlState;
+        let unavailable_states = [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::CONNECTION_FAILURE,
+            SqlState::CONNECTION_EXCEPTION,
+            SqlState::TOO_MANY_CONNECTIONS,
+        ];
+        match error.code() {
+            None => DbError::Unavailable(error.to_string()),
+            Some(code) if unavailable_states.contains(code) => {
+                DbError::Unavailable(error.to_string())
+            }
+            Some(_) => DbError::Query(error),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for DbError {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        DbError::Unavailable(error.to_string())
+    }
+}
+
+pub type DbResult<T> = Result<T, DbError>;
+
+/// A pool whose waits are bounded, so that a request fails fast with `503` while Postgres is
+/// down instead of hanging, and recovers by itself once it is back.
+pub fn pool(config: &Config) -> anyhow::Result<Pool> {
+    let pg_config = tokio_postgres::Config::from_str(&config.database_url)?;
+    let manager = Manager::from_config(
+        pg_config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Ok(Pool::builder(manager)
+        .max_size(config.database_pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(5)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .build()?)
+}
+
+async fn connect(database_url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(database_url, NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!(%error, "postgres connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// Applies the SQL files of `migrations/` that this database has not seen yet.
+pub async fn migrate(database_url: &str) -> anyhow::Result<Vec<String>> {
+    let mut client = connect(database_url).await?;
+    let report = embedded::migrations::runner()
+        .run_async(&mut client)
+        .await?;
+    Ok(report
+        .applied_migrations()
+        .iter()
+        .map(|m| m.to_string())
+        .collect())
+}
+
+pub async fn ping(pool: &Pool) -> DbResult<()> {
+    pool.get().await?.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Projects and tokens
+
+pub async fn create_project(client: &impl GenericClient, name: &str) -> DbResult<Uuid> {
+    let id = Uuid::new_v4();
+    client
+        .execute(
+            "INSERT INTO projects (id, name) VALUES ($1, $2)",
+            &[&id, &name],
+        )
+        .await?;
+    Ok(id)
+}
+
+pub async fn project_exists(client: &impl GenericClient, id: Uuid) -> DbResult<bool> {
+    Ok(client
+        .query_opt("SELECT 1 FROM projects WHERE id = $1", &[&id])
+        .await?
+        .is_some())
+}
+
+pub async fn create_token(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    name: &str,
+    token_hash: &[u8],
+    expires_at: Option<OffsetDateTime>,
+) -> DbResult<Uuid> {
+    let id = Uuid::new_v4();
+    client
+        .execute(
+            "INSERT INTO api_tokens (id, project_id, name, token_hash, expires_at)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&id, &project_id, &name, &token_hash, &expires_at],
+        )
+        .await?;
+    Ok(id)
+}
+
+/// The token's project, if the hash names a live token. `last_used_at` is refreshed at most
+/// once a minute so that authentication does not turn every request into a write.
+pub async fn authenticate(
+    client: &impl GenericClient,
+    token_hash: &[u8],
+) -> DbResult<Option<Uuid>> {
+    let row = client
+        .query_opt(
+            "WITH live AS (
+                 SELECT id, project_id, last_used_at FROM api_tokens
+                 WHERE token_hash = $1 AND revoked_at IS NULL
+                   AND (expires_at IS NULL OR expires_at > now())
+             ), touched AS (
+                 UPDATE api_tokens SET last_used_at = now()
+                 WHERE id IN (SELECT id FROM live
+                              WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+             )
+             SELECT project_id FROM live",
+            &[&token_hash],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+pub struct TokenInfo {
+    pub id: Uuid,
+    pub name: String,
+    pub created_at: OffsetDateTime,
+    pub expires_at: Option<OffsetDateTime>,
+    pub revoked_at: Option<OffsetDateTime>,
+    pub last_used_at: Option<OffsetDateTime>,
+}
+
+pub async fn list_tokens(
+    client: &impl GenericClient,
+    project_id: Uuid,
+) -> DbResult<Vec<TokenInfo>> {
+    let rows = client
+        .query(
+            "SELECT id, name, created_at, expires_at, revoked_at, last_used_at
+             FROM api_tokens WHERE project_id = $1 ORDER BY created_at",
+            &[&project_id],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| TokenInfo {
+            id: row.get(0),
+            name: row.get(1),
+            created_at: row.get(2),
+            expires_at: row.get(3),
+            revoked_at: row.get(4),
+            last_used_at: row.get(5),
+        })
+        .collect())
+}
+
+/// Revokes a token; false when no live token has that id.
+pub async fn revoke_token(client: &impl GenericClient, token_id: Uuid) -> DbResult<bool> {
+    let revoked = client
+        .execute(
+            "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+            &[&token_id],
+        )
+        .await?;
+    Ok(revoked == 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs, as the API sees them
+
+const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at, finished_at,
+    duration_ms, pdf_storage_key, log_storage_key, error_code, error_message, diagnostics";
+
+fn job_from_row(row: &Row) -> DbResult<Job> {
+    let status: &str = row.get("status");
+    let engine: &str = row.get("engine");
+    let error_code: Option<&str> = row.get("error_code");
+    let error = match error_code {
+        None => None,
+        Some(code) => Some(JobError {
+            code: ErrorCode::parse(code)
+                .ok_or_else(|| DbError::Corrupt(format!("error code {code:?}")))?,
+            message: row
+                .get::<_, Option<String>>("error_message")
+                .unwrap_or_default(),
+        }),
+    };
+    let diagnostics: serde_json::Value = row.get("diagnostics");
+    Ok(Job {
+        id: row.get("id"),
+        project_id: row.get("project_id"),
+        status: JobStatus::parse(status)
+            .ok_or_else(|| DbError::Corrupt(format!("status {status:?}")))?,
+        engine: Engine::parse(engine)
+            .ok_or_else(|| DbError::Corrupt(format!("engine {engine:?}")))?,
+        created_at: row.get("created_at"),
+        started_at: row.get("started_at"),
+        finished_at: row.get("finished_at"),
+        duration_ms: row.get("duration_ms"),
+        pdf_storage_key: row.get("pdf_storage_key"),
+        log_storage_key: row.get("log_storage_key"),
+        error,
+        diagnostics: serde_json::from_value(diagnostics)
+            .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?,
+    })
+}
+
+/// Queues a job and its files in one transaction. The id is random (v4) and redrawn if its
+/// first segment, which names the job's storage keys, is taken by another job.
+pub async fn insert_job(pool: &Pool, job: &NewJob, max_attempts: i32) -> DbResult<Job> {
+    let mut client = pool.get().await?;
+    let transaction = client.transaction().await?;
+    let timeout_seconds = job.timeout_seconds as i32;
+    let mut inserted = None;
+    for _ in 0..8 {
+        let id = Uuid::new_v4();
+        inserted = transaction
+            .query_opt(
+                &format!(
+                    "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT DO NOTHING
+                     RETURNING {JOB_COLUMNS}"
+                ),
+                &[&id, &job.project_id, &job.engine.as_str(), &job.halt_on_error, &timeout_seconds, &max_attempts],
+            )
+            .await?;
+        if inserted.is_some() {
+            break;
+        }
+    }
+    let row = inserted.ok_or_else(|| DbError::Corrupt("no free job id after 8 draws".into()))?;
+    let job_row = job_from_row(&row)?;
+    let paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
+    let contents: Vec<&[u8]> = job.files.iter().map(|f| f.content.as_slice()).collect();
+    transaction
+        .execute(
+            "INSERT INTO job_files (job_id, path, content)
+             SELECT $1, path, content FROM unnest($2::text[], $3::bytea[]) AS f (path, content)",
+            &[&job_row.id, &paths, &contents],
+        )
+        .await?;
+    transaction.commit().await?;
+    Ok(job_row)
+}
+
+pub async fn get_job(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    id: Uuid,
+) -> DbResult<Option<Job>> {
+    let row = client
+        .query_opt(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 AND project_id = $2"),
+            &[&id, &project_id],
+        )
+        .await?;
+    row.as_ref().map(job_from_row).transpose()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs, as the scheduler sees them
+
+/// Claims up to `limit` claimable jobs for `owner`, oldest first, with a lease of
+/// `lease_seconds`. SKIP LOCKED lets any number of schedulers run this at once.
+pub async fn claim_jobs(
+    pool: &Pool,
+    owner: &str,
+    lease_seconds: u64,
+    limit: usize,
+) -> DbResult<Vec<ClaimedJob>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "WITH claimable AS (
+                 SELECT id FROM jobs
+                 WHERE status = 'Queued' AND run_after <= now()
+                 ORDER BY run_after, created_at
+                 LIMIT $3
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE jobs SET status = 'Running', started_at = now(), attempts = attempts + 1,
+                             lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
+             FROM claimable WHERE jobs.id = claimable.id
+             RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
+                       jobs.timeout_seconds, jobs.attempts",
+            &[&owner, &(lease_seconds as f64), &(limit as i64)],
+        )
+        .await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|row| row.get(0)).collect();
+    let mut files: HashMap<Uuid, Vec<SourceFile>> = HashMap::new();
+    for row in client
+        .query(
+            "SELECT job_id, path, content FROM job_files WHERE job_id = ANY($1)",
+            &[&ids],
+        )
+        .await?
+    {
+        files.entry(row.get(0)).or_default().push(SourceFile {
+            path: row.get(1),
+            content: row.get(2),
+        });
+    }
+    rows.iter()
+        .map(|row| {
+            let id: Uuid = row.get(0);
+            let engine: &str = row.get(2);
+            Ok(ClaimedJob {
+                id,
+                project_id: row.get(1),
+                engine: Engine::parse(engine)
+                    .ok_or_else(|| DbError::Corrupt(format!("engine {engine:?}")))?,
+                halt_on_error: row.get(3),
+                timeout_seconds: row.get::<_, i32>(4) as u32,
+                attempt: row.get(5),
+                files: files.remove(&id).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// The final outcome of a compile, as the scheduler records it.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: JobStatus,
+    pub error: Option<JobError>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub pdf_storage_key: Option<String>,
+    pub log_storage_key: Option<String>,
+    pub duration_ms: Option<i64>,
+}
+
+/// Records a final outcome; false when `owner` no longer holds the job's lease.
+pub async fn finish_job(pool: &Pool, id: Uuid, owner: &str, outcome: &Outcome) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let diagnostics = serde_json::to_value(&outcome.diagnostics)
+        .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
+    let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
+    let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
+    let updated = client
+        .execute(
+            "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
+                             lease_expires_at = NULL, error_code = $4, error_message = $5,
+                             diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
+                             duration_ms = $9
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[
+                &id,
+                &owner,
+                &outcome.status.as_str(),
+                &error_code,
+                &error_message,
+                &diagnostics,
+                &outcome.pdf_storage_key,
+                &outcome.log_storage_key,
+                &outcome.duration_ms,
+            ],
+        )
+        .await?;
+    Ok(updated == 1)
+}
+
+/// After an infrastructure failure: back to `Queued` after `backoff`, or `Failed` with `error`
+/// once the job has used all its attempts. Returns the status written, or None when `owner`
+/// no longer holds the lease.
+pub async fn retry_or_fail_job(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    backoff: Duration,
+    error: &JobError,
+) -> DbResult<Option<JobStatus>> {
+    let client = pool.get().await?;
+    let row = client
+        .query_opt(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts < max_attempts THEN 'Queued' ELSE 'Failed' END,
+                 run_after = now() + make_interval(secs => $3),
+                 finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
+                 error_code = CASE WHEN attempts < max_attempts THEN NULL ELSE $4 END,
+                 error_message = CASE WHEN attempts < max_attempts THEN NULL ELSE $5 END,
+                 lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
+             RETURNING status",
+            &[
+                &id,
+                &owner,
+                &backoff.as_secs_f64(),
+                &error.code.as_str(),
+                &error.message,
+            ],
+        )
+        .await?;
+    row.map(|row| {
+        let status: &str = row.get(0);
+        JobStatus::parse(status).ok_or_else(|| DbError::Corrupt(format!("status {status:?}")))
+    })
+    .transpose()
+}
+
+/// Keeps a connection that LISTENs on `channel` and wakes `notify` on every notification,
+/// reconnecting after failures. It also wakes `notify` after each (re)connect, since
+/// notifications sent while disconnected are lost.
+pub async fn listen(database_url: String, channel: &'static str, notify: Arc<Notify>) {
+    loop {
+        match listen_once(&database_url, channel, &notify).await {
+            Ok(()) => tracing::warn!(channel, "notification connection closed; reconnecting"),
+            Err(error) => {
+                tracing::warn!(%error, channel, "notification connection failed; retrying")
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn listen_once(database_url: &str, channel: &str, notify: &Notify) -> anyhow::Result<()> {
+    let (client, mut connection) = tokio_postgres::connect(database_url, NoTls).await?;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let statement = format!("LISTEN {channel}");
+    let listen = client.batch_execute(&statement);
+    // The connection must be polled for LISTEN to complete, so drive both until LISTEN is done.
+    tokio::pin!(listen);
+    loop {
+        tokio::select! {
+            result = &mut listen => { result?; break; }
+            message = messages.next() => match message {
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error.into()),
+                None => return Ok(()),
+            },
+        }
+    }
+    notify.notify_waiters();
+    notify.notify_one();
+    while let Some(message) = messages.next().await {
+        if let AsyncMessage::Notification(_) = message? {
+            notify.notify_one();
+        }
+    }
+    Ok(())
+}

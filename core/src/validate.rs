@@ -1,0 +1,113 @@
+//! Rules for the paths of a job's extra files, checked by the API before anything is queued.
+//!
+//! The rules are an allowlist rather than a list of dangers: a path is relative, made of short
+//! components of `[A-Za-z0-9._+-]` that do not start with `.` or `-`, so there is nothing for
+//! `..`, absolute paths, control characters, shell metacharacters, option injection or hidden
+//! files to hide in. Names the sandbox itself uses are reserved.
+
+use crate::model::MAIN_FILE;
+
+pub const MAX_FILES: usize = 500;
+pub const MAX_PATH_BYTES: usize = 255;
+pub const MAX_COMPONENT_BYTES: usize = 100;
+pub const MAX_DEPTH: usize = 8;
+
+/// Why a path is refused, in words for the API's `errors[].message`.
+pub fn check_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return Err(format!("must be at most {MAX_PATH_BYTES} bytes"));
+    }
+    if path.starts_with('/') {
+        return Err("must be relative, not absolute".into());
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    if components.len() > MAX_DEPTH {
+        return Err(format!("must be at most {MAX_DEPTH} directories deep"));
+    }
+    for component in &components {
+        match *component {
+            "" => return Err("must not contain empty components or a trailing '/'".into()),
+            "." | ".." => return Err("must not contain '.' or '..' components".into()),
+            _ => {}
+        }
+        if component.len() > MAX_COMPONENT_BYTES {
+            return Err(format!(
+                "components must be at most {MAX_COMPONENT_BYTES} bytes"
+            ));
+        }
+        if let Some(bad) = component
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+')))
+        {
+            return Err(format!(
+                "may contain only letters, digits and . _ - + (found {:?})",
+                bad
+            ));
+        }
+        if component.starts_with('.') || component.starts_with('-') {
+            return Err("components must not start with '.' or '-'".into());
+        }
+    }
+    if path == MAIN_FILE {
+        return Err(format!(
+            "{MAIN_FILE} is the main document; send it as input_latex"
+        ));
+    }
+    if components.len() == 1 && path.starts_with("output.") {
+        return Err(
+            "names output.* at the top level are reserved for the compiler's output".into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_ordinary_project_paths() {
+        for path in [
+            "img/a.png",
+            "chapters/01-intro.tex",
+            "refs.bib",
+            "a+b_c.sty",
+            "x/y/z/w.tex",
+        ] {
+            assert_eq!(check_path(path), Ok(()), "{path}");
+        }
+    }
+
+    #[test]
+    fn refuses_hostile_paths() {
+        for path in [
+            "",
+            "/etc/passwd",
+            "../x.tex",
+            "a/../../x",
+            "a//b",
+            "a/",
+            "./a",
+            ".latexmkrc",
+            "-shell-escape.tex",
+            "a b.tex",
+            "a;rm.tex",
+            "a$(x).tex",
+            "a\nb",
+            "a\0b",
+            "a\\b",
+            "é.tex",
+            "main.tex",
+            "output.pdf",
+            "output.log",
+        ] {
+            assert!(check_path(path).is_err(), "{path:?} was accepted");
+        }
+        assert!(check_path(&"a/".repeat(MAX_DEPTH).trim_end_matches('/').to_string()).is_ok());
+        assert!(check_path(&"a/".repeat(MAX_DEPTH + 1).trim_end_matches('/').to_string()).is_err());
+        assert!(check_path(&"a".repeat(MAX_COMPONENT_BYTES + 1)).is_err());
+    }
+}

@@ -1,0 +1,63 @@
+# Shared by the dev/ scripts: where things live and small helpers. Source it, do not run it.
+# Everything the stack keeps lives under .dev/ (ignored by git); ./dev/down stops it.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+state="$root/.dev"
+mkdir -p "$state/log" "$state/run"
+
+# Ports on loopback; chosen away from the usual ones so a machine's own services do not clash.
+pg_port=55432
+s3_port=39000
+garage_rpc_port=39001
+garage_admin_port=39003
+api_port=18080
+
+garage_version=2.5.0
+bin="$root/target/debug/texfleet"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command as the unprivileged owner of the Postgres cluster (initdb refuses root).
+as_pg_user() {
+  if [ "$(id -u)" = 0 ]; then runuser -u texfleet -- "$@"; else "$@"; fi
+}
+
+# The directory of the Postgres server binaries (initdb, pg_ctl, psql, createdb).
+pg_bin() {
+  local dir
+  for dir in /usr/lib/postgresql/*/bin "$(dirname "$(readlink -f "$(command -v initdb || echo /x/x)")")"; do
+    [ -x "$dir/initdb" ] && [ -x "$dir/psql" ] && { echo "$dir"; return; }
+  done
+  return 1
+}
+
+# Starts "$@" in the background, detached from this shell, logging to .dev/log/$name.log.
+start_daemon() {
+  local name=$1; shift
+  stop_daemon "$name"
+  setsid nohup "$@" >>"$state/log/$name.log" 2>&1 </dev/null &
+  echo $! >"$state/run/$name.pid"
+}
+
+stop_daemon() {
+  local pidfile="$state/run/$1.pid" pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    # Wait for a graceful exit (the scheduler lets running compiles finish), then insist.
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}
+
+# Waits until "$@" succeeds, for at most $1 seconds.
+wait_for() {
+  local seconds=$1; shift
+  for _ in $(seq 1 $((seconds * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  return 1
+}
+
+random_hex() { od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; }

@@ -1,0 +1,158 @@
+//! Errors and warnings parsed from a TeX log.
+//!
+//! The supervisor runs TeX with `-file-line-error` and a very wide `max_print_line`, so an
+//! error is one line `./file.tex:12: message` and a warning one line (plus `(package)`
+//! continuation lines). Errors without a location (`! message`) take the line from the `l.N`
+//! context line TeX prints after them.
+
+use texfleet_core::model::{Diagnostic, Severity};
+
+/// Diagnostics beyond this many are dropped: a flood of warnings says nothing more.
+pub const MAX_DIAGNOSTICS: usize = 100;
+const MAX_MESSAGE_CHARS: usize = 500;
+
+pub fn parse(log: &str) -> Vec<Diagnostic> {
+    let lines: Vec<&str> = log.lines().collect();
+    let mut diagnostics = Vec::new();
+    let mut index = 0;
+    while index < lines.len() && diagnostics.len() < MAX_DIAGNOSTICS {
+        let line = lines[index];
+        index += 1;
+        if let Some((file, number, message)) = file_line_error(line) {
+            diagnostics.push(diagnostic(
+                Severity::Error,
+                Some(file),
+                Some(number),
+                message,
+            ));
+        } else if let Some(message) = line.strip_prefix("! ") {
+            let number = lines[index..]
+                .iter()
+                .take(20)
+                .find_map(|l| context_line_number(l));
+            diagnostics.push(diagnostic(Severity::Error, None, number, message));
+        } else if let Some(message) = warning(line) {
+            let mut message = message.to_string();
+            // Package warnings continue on lines that start with "(package-name)".
+            while index < lines.len()
+                && lines[index].starts_with('(')
+                && lines[index].contains(") ")
+            {
+                let (_, rest) = lines[index].split_once(") ").unwrap_or_default();
+                message.push(' ');
+                message.push_str(rest.trim());
+                index += 1;
+            }
+            let number = input_line_number(&message);
+            diagnostics.push(diagnostic(Severity::Warning, None, number, &message));
+        }
+    }
+    diagnostics
+}
+
+fn diagnostic(
+    severity: Severity,
+    file: Option<&str>,
+    line: Option<u32>,
+    message: &str,
+) -> Diagnostic {
+    Diagnostic {
+        severity,
+        file: file.map(|f| f.strip_prefix("./").unwrap_or(f).to_string()),
+        line,
+        message: message.trim().chars().take(MAX_MESSAGE_CHARS).collect(),
+    }
+}
+
+/// `./main.tex:12: Undefined control sequence.`
+fn file_line_error(line: &str) -> Option<(&str, u32, &str)> {
+    let mut search_from = 0;
+    while let Some(offset) = line[search_from..].find(':') {
+        let colon = search_from + offset;
+        let rest = &line[colon + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with(": ") {
+            let file = &line[..colon];
+            if !file.is_empty() && !file.contains(' ') {
+                return Some((file, rest[..digits].parse().ok()?, &rest[digits + 2..]));
+            }
+        }
+        search_from = colon + 1;
+    }
+    None
+}
+
+/// `l.12 \foo` after an error.
+fn context_line_number(line: &str) -> Option<u32> {
+    let rest = line.strip_prefix("l.")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+fn warning(line: &str) -> Option<&str> {
+    let (head, message) = line.split_once("Warning: ")?;
+    let is_tex_warning = head.starts_with("LaTeX")
+        || head.starts_with("Package ")
+        || head.starts_with("Class ")
+        || head.starts_with("pdfTeX")
+        || head.is_empty();
+    is_tex_warning.then_some(message)
+}
+
+/// `... on input line 12.`
+fn input_line_number(message: &str) -> Option<u32> {
+    let (_, rest) = message.rsplit_once("input line ")?;
+    rest.trim_end_matches('.').trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = r"This is pdfTeX, Version 3.141592653-2.6-1.40.27 (TeX Live 2025/Debian)
+(./main.tex
+LaTeX2e <2024-11-01>
+./main.tex:5: Undefined control sequence.
+l.5 \foo
+        
+LaTeX Warning: Reference `sec:x' on page 1 undefined on input line 7.
+
+Package hyperref Warning: Token not allowed in a PDF string (Unicode):
+(hyperref)                removing `math shift' on input line 9.
+
+! Emergency stop.
+<*> main.tex
+         
+l.12 \end{document}
+";
+
+    #[test]
+    fn parses_errors_and_warnings() {
+        let diagnostics = parse(LOG);
+        assert_eq!(diagnostics.len(), 4, "{diagnostics:#?}");
+        assert_eq!(
+            diagnostics[0],
+            Diagnostic {
+                severity: Severity::Error,
+                file: Some("main.tex".into()),
+                line: Some(5),
+                message: "Undefined control sequence.".into()
+            }
+        );
+        assert_eq!(diagnostics[1].severity, Severity::Warning);
+        assert_eq!(diagnostics[1].line, Some(7));
+        assert_eq!(
+            diagnostics[2].message,
+            "Token not allowed in a PDF string (Unicode): removing `math shift' on input line 9."
+        );
+        assert_eq!(diagnostics[2].line, Some(9));
+        assert_eq!(diagnostics[3].message, "Emergency stop.");
+        assert_eq!(diagnostics[3].line, Some(12));
+    }
+
+    #[test]
+    fn floods_are_capped() {
+        let log = "./main.tex:1: Undefined control sequence.\n".repeat(10 * MAX_DIAGNOSTICS);
+        assert_eq!(parse(&log).len(), MAX_DIAGNOSTICS);
+    }
+}

@@ -1,0 +1,229 @@
+//! Every Docker Engine API call texfleet makes, in one place.
+//!
+//! A compile is one container, created for one job and removed after it whatever happened.
+//! The job goes in and the results come out through the attach stream (stdin/stdout), never
+//! through bind mounts or the archive API: the work directory is a tmpfs that the archive API
+//! cannot see, and the Docker host may be remote (`DOCKER_HOST`), sharing no filesystem with us.
+
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
+    WaitContainerOptions,
+};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::time::Duration;
+use texfleet_core::Config;
+use tokio::io::AsyncWriteExt;
+use uuid::Uuid;
+
+/// Labels on every sandbox container, so that leftovers can be found and traced to a job.
+pub const JOB_LABEL: &str = "org.texfleet.job";
+pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
+
+/// The uid:gid the compile runs as (created in the image by `sandbox-image/customize.sh`).
+const SANDBOX_USER: &str = "1000:1000";
+const SUPERVISOR: &str = "texfleet-supervisor";
+/// What we keep of the supervisor's stderr, for our own logs.
+const MAX_STDERR_BYTES: usize = 64 * 1024;
+
+pub type DockerError = bollard::errors::Error;
+
+/// What came out of one sandbox run. Nothing in it is trusted yet.
+#[derive(Debug, Default)]
+pub struct SandboxRun {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// The sandbox wrote more than the cap to stdout; we stopped reading and killed it.
+    pub stdout_overflowed: bool,
+    /// Our outer deadline passed and we killed the container.
+    pub deadline_hit: bool,
+    /// The kernel's OOM killer fired inside the container's memory cgroup.
+    pub oom_killed: bool,
+}
+
+pub struct Sandbox {
+    docker: bollard::Docker,
+    image: String,
+    host_config: HostConfig,
+    scheduler_id: String,
+}
+
+impl Sandbox {
+    /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
+    /// speaks, and checks that the sandbox image is there.
+    pub async fn connect(config: &Config, scheduler_id: &str) -> anyhow::Result<Sandbox> {
+        let docker = bollard::Docker::connect_with_defaults()?
+            .negotiate_version()
+            .await?;
+        if config.sandbox_image.is_empty() {
+            anyhow::bail!("sandbox_image is not set (TEXFLEET_SANDBOX_IMAGE)");
+        }
+        docker
+            .inspect_image(&config.sandbox_image)
+            .await
+            .map_err(|e| anyhow::anyhow!("sandbox image {}: {e}", config.sandbox_image))?;
+        Ok(Sandbox {
+            docker,
+            image: config.sandbox_image.clone(),
+            host_config: host_config(config),
+            scheduler_id: scheduler_id.to_string(),
+        })
+    }
+
+    /// Runs one job: creates its container, writes `stdin`, reads stdout until the sandbox
+    /// exits, `deadline` passes or `max_stdout` bytes arrive, and removes the container.
+    pub async fn run(
+        &self,
+        job_id: Uuid,
+        attempt: i32,
+        stdin: &[u8],
+        deadline: Duration,
+        max_stdout: usize,
+    ) -> Result<SandboxRun, DockerError> {
+        let name = format!("texfleet-{job_id}-{attempt}");
+        let labels = HashMap::from([
+            (JOB_LABEL.to_string(), job_id.to_string()),
+            (SCHEDULER_LABEL.to_string(), self.scheduler_id.clone()),
+        ]);
+        let body = ContainerCreateBody {
+            image: Some(self.image.clone()),
+            cmd: Some(vec![SUPERVISOR.to_string()]),
+            user: Some(SANDBOX_USER.to_string()),
+            working_dir: Some("/work".to_string()),
+            labels: Some(labels),
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            open_stdin: Some(true),
+            stdin_once: Some(true),
+            tty: Some(false),
+            network_disabled: Some(true),
+            host_config: Some(self.host_config.clone()),
+            ..Default::default()
+        };
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let container = self.docker.create_container(Some(options), body).await?.id;
+        let result = self
+            .attach_and_run(&container, stdin, deadline, max_stdout)
+            .await;
+        if let Err(error) = self.remove(&container).await {
+            tracing::error!(%error, container, "could not remove sandbox container");
+        }
+        result
+    }
+
+    async fn attach_and_run(
+        &self,
+        container: &str,
+        stdin: &[u8],
+        deadline: Duration,
+        max_stdout: usize,
+    ) -> Result<SandboxRun, DockerError> {
+        let options = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .stream(true)
+            .build();
+        let mut attached = self
+            .docker
+            .attach_container(container, Some(options))
+            .await?;
+        self.docker.start_container(container, None).await?;
+
+        let mut run = SandboxRun::default();
+        let exchange = async {
+            attached.input.write_all(stdin).await?;
+            attached.input.shutdown().await?;
+            while let Some(frame) = attached.output.next().await {
+                match frame? {
+                    LogOutput::StdOut { message } => {
+                        if run.stdout.len() + message.len() > max_stdout {
+                            run.stdout_overflowed = true;
+                            break;
+                        }
+                        run.stdout.extend_from_slice(&message);
+                    }
+                    LogOutput::StdErr { message } => {
+                        let room = MAX_STDERR_BYTES.saturating_sub(run.stderr.len());
+                        run.stderr
+                            .extend_from_slice(&message[..message.len().min(room)]);
+                    }
+                    _ => {}
+                }
+            }
+            Ok::<_, DockerError>(())
+        };
+        let finished_in_time = tokio::time::timeout(deadline, exchange).await;
+        match finished_in_time {
+            Ok(result) => result?,
+            Err(_elapsed) => run.deadline_hit = true,
+        }
+        if run.deadline_hit || run.stdout_overflowed {
+            self.kill(container).await;
+        }
+        // Stdout closing does not mean the container is gone; wait so that its state is final.
+        let mut wait = self
+            .docker
+            .wait_container(container, None::<WaitContainerOptions>);
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait.next()).await;
+        let state = self.docker.inspect_container(container, None).await?.state;
+        run.oom_killed = state.and_then(|s| s.oom_killed).unwrap_or(false);
+        Ok(run)
+    }
+
+    async fn kill(&self, container: &str) {
+        if let Err(error) = self.docker.kill_container(container, None).await {
+            tracing::debug!(%error, container, "kill failed (it may have exited already)");
+        }
+    }
+
+    async fn remove(&self, container: &str) -> Result<(), DockerError> {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        self.docker.remove_container(container, Some(options)).await
+    }
+}
+
+/// The isolation every sandbox gets. Docker's defaults are not enough for hostile input:
+/// no network, no capabilities, no privilege gain, a read-only root, memory with no extra swap,
+/// bounded pids and CPU, small tmpfs mounts that cannot hold devices or setuid files, no logs
+/// kept by the engine, and an init process that reaps zombies.
+fn host_config(config: &Config) -> HostConfig {
+    let memory = config.sandbox_memory_mb * 1024 * 1024;
+    let tmpfs = HashMap::from([
+        (
+            "/work".to_string(),
+            format!(
+                "rw,nosuid,nodev,noexec,size={}m,uid=1000,gid=1000,mode=0700",
+                config.sandbox_tmpfs_mb
+            ),
+        ),
+        (
+            "/tmp".to_string(),
+            "rw,nosuid,nodev,noexec,size=16m,uid=1000,gid=1000,mode=0700".to_string(),
+        ),
+    ]);
+    HostConfig {
+        memory: Some(memory),
+        memory_swap: Some(memory),
+        pids_limit: Some(config.sandbox_pids_limit),
+        nano_cpus: Some((config.sandbox_cpus * 1e9) as i64),
+        readonly_rootfs: Some(true),
+        tmpfs: Some(tmpfs),
+        network_mode: Some("none".to_string()),
+        cap_drop: Some(vec!["ALL".to_string()]),
+        security_opt: Some(vec!["no-new-privileges:true".to_string()]),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".to_string()),
+            config: None,
+        }),
+        init: Some(true),
+        runtime: (!config.sandbox_runtime.is_empty()).then(|| config.sandbox_runtime.clone()),
+        ..Default::default()
+    }
+}

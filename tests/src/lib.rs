@@ -1,0 +1,223 @@
+//! Test harness for the black-box end-to-end tests (the zero2prod model): each test spawns the
+//! real API on a random port and a real scheduler, both against a database of its own on the
+//! real Postgres, with the real Garage bucket and the real Docker engine that `./dev/up`
+//! started (their settings come from `TEXFLEET_*`, as in `.dev/env`). Tests then speak HTTP.
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use texfleet_core::storage::Storage;
+use texfleet_core::{db, token, Config};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+pub const HELLO: &str =
+    "\\documentclass{article}\\begin{document}Hello from texfleet\\end{document}";
+
+pub struct TestApp {
+    pub url: String,
+    pub project_id: Uuid,
+    pub token: String,
+    pub config: Config,
+    pub http: reqwest::Client,
+    pub storage: Storage,
+    pub pool: db::Pool,
+    stop: Vec<oneshot::Sender<()>>,
+}
+
+impl TestApp {
+    /// Starts an API and a scheduler on a fresh database; they stop when the app is dropped.
+    pub async fn spawn() -> TestApp {
+        TestApp::start(true, |_| {}).await
+    }
+
+    /// Only the API: jobs stay `Queued`, for tests of the HTTP surface.
+    pub async fn spawn_api_only(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        TestApp::start(false, adjust).await
+    }
+
+    async fn start(with_scheduler: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let mut config = Config::load(None).expect("TEXFLEET_* settings (source .dev/env)");
+        config.database_url = create_database(&config.database_url).await;
+        config.listen_addr = "127.0.0.1:0".into();
+        config.scheduler_slots = 2;
+        config.kill_grace_seconds = 3;
+        config.database_pool_size = 4;
+        adjust(&mut config);
+        db::migrate(&config.database_url).await.expect("migrations");
+
+        let pool = db::pool(&config).unwrap();
+        let (project_id, token) = create_project(&pool).await;
+
+        let listener = tokio::net::TcpListener::bind(&config.listen_addr)
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop_api, api_stopped) = oneshot::channel::<()>();
+        tokio::spawn(texfleet_api::serve(config.clone(), listener, async {
+            let _ = api_stopped.await;
+        }));
+        let mut stop = vec![stop_api];
+        if with_scheduler {
+            let (stop_scheduler, scheduler_stopped) = oneshot::channel::<()>();
+            let scheduler_config = Config {
+                scheduler_id: format!("test-{}", Uuid::new_v4()),
+                ..config.clone()
+            };
+            tokio::spawn(async move {
+                let result = texfleet_scheduler::run(scheduler_config, async {
+                    let _ = scheduler_stopped.await;
+                })
+                .await;
+                if let Err(error) = result {
+                    panic!("scheduler failed: {error:#}");
+                }
+            });
+            stop.push(stop_scheduler);
+        }
+
+        TestApp {
+            url,
+            project_id,
+            token,
+            storage: Storage::new(&config),
+            config,
+            http: reqwest::Client::new(),
+            pool,
+            stop,
+        }
+    }
+
+    /// Another project with its own token, in the same database.
+    pub async fn other_project(&self) -> (Uuid, String) {
+        create_project(&self.pool).await
+    }
+
+    pub async fn post_compile(&self, body: &Value) -> reqwest::Response {
+        self.http
+            .post(format!("{}/compile", self.url))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Submits a document and returns the job as the API answered.
+    pub async fn submit(&self, extra: Value) -> Value {
+        let mut body = json!({ "project_id": self.project_id });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let response = self.post_compile(&body).await;
+        assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+        response.json().await.unwrap()
+    }
+
+    /// Polls the job until it is terminal, failing after `limit`.
+    pub async fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
+        let started = Instant::now();
+        loop {
+            let job: Value = self
+                .get(&format!("/compile/{id}"))
+                .await
+                .json()
+                .await
+                .unwrap();
+            let status = job["status"].as_str().unwrap().to_string();
+            if status != "Queued" && status != "Running" {
+                return job;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "job {id} still {status} after {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Submits and waits for the end (two minutes at most, for the first lualatex runs).
+    pub async fn compile(&self, extra: Value) -> Value {
+        let job = self.submit(extra).await;
+        self.wait_terminal(job["id"].as_str().unwrap(), Duration::from_secs(120))
+            .await
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        for stop in self.stop.drain(..) {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn create_database(base_url: &str) -> String {
+    let (client, connection) = tokio_postgres::connect(base_url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let name = format!("texfleet_test_{}", Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (prefix, _) = base_url
+        .rsplit_once('/')
+        .expect("a URL-form TEXFLEET_DATABASE_URL");
+    format!("{prefix}/{name}")
+}
+
+async fn create_project(pool: &db::Pool) -> (Uuid, String) {
+    let client = pool.get().await.unwrap();
+    let project = db::create_project(&**client, "test").await.unwrap();
+    let secret = token::generate();
+    db::create_token(&**client, project, "test", &token::hash(&secret), None)
+        .await
+        .unwrap();
+    (project, secret)
+}
+
+/// The text of a PDF, by poppler's pdftotext.
+pub fn pdf_text(pdf: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("texfleet-pdf-{}", Uuid::new_v4()));
+    std::fs::write(&dir, pdf).unwrap();
+    let output = std::process::Command::new("pdftotext")
+        .arg(&dir)
+        .arg("-")
+        .output()
+        .expect("pdftotext (poppler-utils)");
+    std::fs::remove_file(&dir).ok();
+    assert!(output.status.success(), "pdftotext failed on the PDF");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Containers that still carry a job's label (there should be none once it is terminal).
+pub async fn containers_of_job(job_id: &str) -> Vec<String> {
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let filters =
+        std::collections::HashMap::from([("label", vec![format!("org.texfleet.job={job_id}")])]);
+    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}
