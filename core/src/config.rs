@@ -132,6 +132,7 @@ mod tests {
     #[test]
     fn environment_overrides_file_and_defaults() {
         figment::Jail::expect_with(|jail| {
+            jail.clear_env();
             jail.create_file(
                 "texfleet.toml",
                 "s3_bucket = \"from-file\"\nsandbox_cpus = 2.5",
@@ -148,6 +149,7 @@ mod tests {
     #[test]
     fn unknown_settings_are_rejected() {
         figment::Jail::expect_with(|jail| {
+            jail.clear_env();
             jail.create_file("texfleet.toml", "s3_buckett = \"typo\"")?;
             assert!(Config::load(Some(Path::new("texfleet.toml"))).is_err());
             Ok(())

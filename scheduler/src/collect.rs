@@ -89,17 +89,19 @@ pub fn is_valid_pdf(bytes: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    /// An archive as a hostile sandbox could write it: names are set raw, `..` included.
     fn archive(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
         let mut builder = tar::Builder::new(Vec::new());
         for (name, kind, content) in entries {
-            let mut header = tar::Header::new_gnu();
+            let mut header = tar::Header::new_old();
+            header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
             header.set_entry_type(*kind);
             header.set_size(content.len() as u64);
             if *kind == tar::EntryType::Symlink {
                 header.set_link_name("/etc/passwd").unwrap();
             }
             header.set_cksum();
-            builder.append_data(&mut header, name, *content).unwrap();
+            builder.append(&header, *content).unwrap();
         }
         builder.into_inner().unwrap()
     }
