@@ -47,6 +47,15 @@ enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Inspect the sandbox.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Subcommand)]
+enum SandboxCommand {
+    /// Start a sandbox exactly like a job's and verify each isolation layer from inside it.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +117,17 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token(command) => token_command(&config, command).await,
+        Command::Sandbox(SandboxCommand::Check) => {
+            let checks = texfleet_scheduler::check_sandbox(&config).await?;
+            for check in &checks {
+                let verdict = if check.ok { "ok  " } else { "FAIL" };
+                println!("{verdict}  {:<24}  {}", check.name, check.detail);
+            }
+            if checks.iter().any(|check| !check.ok) {
+                anyhow::bail!("the sandbox is missing isolation layers");
+            }
+            Ok(())
+        }
     }
 }
 

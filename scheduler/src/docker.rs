@@ -8,13 +8,14 @@
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
-    WaitContainerOptions,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures::StreamExt;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use texfleet_core::Config;
+use texfleet_sandbox::CHECK_ARG;
 use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
@@ -22,9 +23,14 @@ use uuid::Uuid;
 pub const JOB_LABEL: &str = "org.texfleet.job";
 pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
 
-/// The uid:gid the compile runs as (created in the image by `sandbox-image/customize.sh`).
+/// The uid (and gid) the compile runs as (created in the image by `sandbox-image/base/customize.sh`).
+pub const SANDBOX_UID: u32 = 1000;
 const SANDBOX_USER: &str = "1000:1000";
 const SUPERVISOR: &str = "texfleet-supervisor";
+/// Our syscall allowlist (see the file for what it refuses and why).
+const SECCOMP_PROFILE: &str = include_str!("../../sandbox-image/seccomp.json");
+/// Files and directories a job may create in its work directory.
+const WORK_INODES: u32 = 20_000;
 /// What we keep of the supervisor's stderr, for our own logs.
 const MAX_STDERR_BYTES: usize = 64 * 1024;
 
@@ -41,6 +47,14 @@ pub struct SandboxRun {
     pub deadline_hit: bool,
     /// The kernel's OOM killer fired inside the container's memory cgroup.
     pub oom_killed: bool,
+    /// The container's exit code as the engine saw it (informative only: it came from inside).
+    pub exit_code: Option<i64>,
+}
+
+fn time_now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 pub struct Sandbox {
@@ -83,13 +97,48 @@ impl Sandbox {
         max_stdout: usize,
     ) -> Result<SandboxRun, DockerError> {
         let name = format!("texfleet-{job_id}-{attempt}");
+        self.run_container(
+            &name,
+            &job_id.to_string(),
+            &[SUPERVISOR],
+            stdin,
+            deadline,
+            max_stdout,
+        )
+        .await
+    }
+
+    /// Runs the supervisor's self-check in a sandbox exactly like a job's.
+    pub async fn check(&self, stdin: &[u8]) -> Result<SandboxRun, DockerError> {
+        let label = format!("check-{}", Uuid::new_v4());
+        let name = format!("texfleet-{label}");
+        self.run_container(
+            &name,
+            &label,
+            &[SUPERVISOR, CHECK_ARG],
+            stdin,
+            Duration::from_secs(30),
+            1024 * 1024,
+        )
+        .await
+    }
+
+    async fn run_container(
+        &self,
+        name: &str,
+        job_label: &str,
+        cmd: &[&str],
+        stdin: &[u8],
+        deadline: Duration,
+        max_stdout: usize,
+    ) -> Result<SandboxRun, DockerError> {
         let labels = HashMap::from([
-            (JOB_LABEL.to_string(), job_id.to_string()),
+            (JOB_LABEL.to_string(), job_label.to_string()),
             (SCHEDULER_LABEL.to_string(), self.scheduler_id.clone()),
         ]);
         let body = ContainerCreateBody {
             image: Some(self.image.clone()),
-            cmd: Some(vec![SUPERVISOR.to_string()]),
+            cmd: Some(cmd.iter().map(|arg| arg.to_string()).collect()),
             user: Some(SANDBOX_USER.to_string()),
             working_dir: Some("/work".to_string()),
             labels: Some(labels),
@@ -103,7 +152,7 @@ impl Sandbox {
             host_config: Some(self.host_config.clone()),
             ..Default::default()
         };
-        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
         let container = self.docker.create_container(Some(options), body).await?.id;
         let result = self
             .attach_and_run(&container, stdin, deadline, max_stdout)
@@ -112,6 +161,42 @@ impl Sandbox {
             tracing::error!(%error, container, "could not remove sandbox container");
         }
         result
+    }
+
+    /// Removes sandbox containers that no compile of ours is using: those labelled with our
+    /// scheduler id but not in `active` (left by a crash of a process with the same id), and
+    /// those of any scheduler older than `max_age`, which no compile can legitimately reach.
+    pub async fn remove_orphans(
+        &self,
+        active: &HashSet<String>,
+        max_age: Duration,
+    ) -> Result<usize, DockerError> {
+        let filters = HashMap::from([("label", vec![JOB_LABEL.to_string()])]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let now = time_now_seconds();
+        let mut removed = 0;
+        for container in self.docker.list_containers(Some(options)).await? {
+            let Some(id) = container.id else { continue };
+            let labels = container.labels.unwrap_or_default();
+            let ours = labels.get(SCHEDULER_LABEL) == Some(&self.scheduler_id);
+            let job = labels.get(JOB_LABEL).cloned().unwrap_or_default();
+            let age = now.saturating_sub(container.created.unwrap_or(now));
+            let orphan = (ours && !active.contains(&job)) || age > max_age.as_secs() as i64;
+            if orphan {
+                tracing::warn!(
+                    container = id,
+                    job,
+                    age,
+                    "removing orphaned sandbox container"
+                );
+                self.remove(&id).await?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     async fn attach_and_run(
@@ -170,7 +255,8 @@ impl Sandbox {
             .wait_container(container, None::<WaitContainerOptions>);
         let _ = tokio::time::timeout(Duration::from_secs(10), wait.next()).await;
         let state = self.docker.inspect_container(container, None).await?.state;
-        run.oom_killed = state.and_then(|s| s.oom_killed).unwrap_or(false);
+        run.oom_killed = state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false);
+        run.exit_code = state.and_then(|s| s.exit_code);
         Ok(run)
     }
 
@@ -190,16 +276,17 @@ impl Sandbox {
 }
 
 /// The isolation every sandbox gets. Docker's defaults are not enough for hostile input:
-/// no network, no capabilities, no privilege gain, a read-only root, memory with no extra swap,
-/// bounded pids and CPU, small tmpfs mounts that cannot hold devices or setuid files, no logs
-/// kept by the engine, and an init process that reaps zombies.
+/// no network, no capabilities, no privilege gain, our own seccomp allowlist, a read-only root,
+/// memory with no extra swap, bounded pids and CPU, small tmpfs mounts that cannot hold
+/// devices, setuid files or executables, no logs kept by the engine, and an init process that
+/// reaps zombies. `texfleet sandbox check` verifies each of these from inside a container.
 fn host_config(config: &Config) -> HostConfig {
     let memory = config.sandbox_memory_mb * 1024 * 1024;
     let tmpfs = HashMap::from([
         (
             "/work".to_string(),
             format!(
-                "rw,nosuid,nodev,noexec,size={}m,uid=1000,gid=1000,mode=0700",
+                "rw,nosuid,nodev,noexec,size={}m,nr_inodes={WORK_INODES},uid=1000,gid=1000,mode=0700",
                 config.sandbox_tmpfs_mb
             ),
         ),
@@ -217,7 +304,10 @@ fn host_config(config: &Config) -> HostConfig {
         tmpfs: Some(tmpfs),
         network_mode: Some("none".to_string()),
         cap_drop: Some(vec!["ALL".to_string()]),
-        security_opt: Some(vec!["no-new-privileges:true".to_string()]),
+        security_opt: Some(vec![
+            "no-new-privileges:true".to_string(),
+            format!("seccomp={SECCOMP_PROFILE}"),
+        ]),
         log_config: Some(HostConfigLogConfig {
             typ: Some("none".to_string()),
             config: None,

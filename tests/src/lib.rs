@@ -30,6 +30,11 @@ impl TestApp {
         TestApp::start(true, |_| {}).await
     }
 
+    /// An API and a scheduler with adjusted settings.
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        TestApp::start(true, adjust).await
+    }
+
     /// Only the API: jobs stay `Queued`, for tests of the HTTP surface.
     pub async fn spawn_api_only(adjust: impl FnOnce(&mut Config)) -> TestApp {
         TestApp::start(false, adjust).await
@@ -220,4 +225,53 @@ pub async fn containers_of_job(job_id: &str) -> Vec<String> {
         .into_iter()
         .filter_map(|c| c.id)
         .collect()
+}
+
+/// The canaries `./dev/test` plants: a secret in this process's environment (shared with the
+/// in-process scheduler) and the path of a host file that holds the same secret.
+pub fn canary() -> (String, String) {
+    let secret =
+        std::env::var("CANARY_SECRET").expect("CANARY_SECRET (run the suite through ./dev/test)");
+    let file =
+        std::env::var("CANARY_FILE").expect("CANARY_FILE (run the suite through ./dev/test)");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap().trim(),
+        secret,
+        "the host canary file holds the secret"
+    );
+    (secret, file)
+}
+
+/// A PDF's bytes followed by every stream it holds, inflated where it is Flate-compressed, so
+/// that a search sees content that compression would hide.
+pub fn pdf_bytes_inflated(pdf: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut all = pdf.to_vec();
+    let mut rest = pdf;
+    while let Some(start) = find(rest, b"stream") {
+        let body = &rest[start + 6..];
+        let body = body
+            .strip_prefix(b"\r\n")
+            .or_else(|| body.strip_prefix(b"\n"))
+            .unwrap_or(body);
+        let end = find(body, b"endstream").unwrap_or(body.len());
+        let mut inflated = Vec::new();
+        if flate2::read::ZlibDecoder::new(&body[..end])
+            .read_to_end(&mut inflated)
+            .is_ok()
+        {
+            all.extend_from_slice(&inflated);
+        }
+        rest = &body[end..];
+        if rest.len() >= 9 {
+            rest = &rest[9..];
+        }
+    }
+    all
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }

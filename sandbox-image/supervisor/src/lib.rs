@@ -58,3 +58,24 @@ pub struct Report {
     /// Outputs that were passed over and why (a symlink, too large, ...).
     pub notes: Vec<String>,
 }
+
+/// Argument that makes the supervisor check its own sandbox instead of compiling.
+pub const CHECK_ARG: &str = "check";
+
+/// What the sandbox is expected to look like from inside, sent on stdin in check mode.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckSpec {
+    pub uid: u32,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub cpus: f64,
+    pub work_tmpfs_bytes: i64,
+}
+
+/// One property of the sandbox as observed from inside it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}

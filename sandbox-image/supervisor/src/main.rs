@@ -8,38 +8,62 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use nix::errno::Errno;
 use nix::sys::resource::{getrusage, setrlimit, Resource, UsageWho};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::waitpid;
+use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
+use nix::unistd::{dup2, execve, fork, setpgid, ForkResult};
+use std::ffi::CString;
+use std::fs::File;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use texfleet_sandbox::{
-    JobSpec, Limit, Report, JOB_NAME, LOG_FILE, MAIN_FILE, PDF_FILE, REPORT_FILE,
+    CheckSpec, JobSpec, Limit, Report, JOB_NAME, LOG_FILE, MAIN_FILE, PDF_FILE, REPORT_FILE,
 };
 
 /// Largest job spec accepted on stdin (sources are base64 inside JSON).
 const MAX_SPEC_BYTES: u64 = 128 * 1024 * 1024;
 const MAX_OPEN_FILES: u64 = 256;
+const LATEXMK: &str = "/usr/bin/latexmk";
+
+mod check;
 
 fn main() {
-    if let Err(error) = run() {
+    let mode = std::env::args().nth(1);
+    let result = match mode.as_deref() {
+        Some(texfleet_sandbox::CHECK_ARG) => run_check(),
+        _ => run(),
+    };
+    if let Err(error) = result {
         eprintln!("texfleet-supervisor: {error}");
         std::process::exit(2);
     }
 }
 
+fn run_check() -> io::Result<()> {
+    let spec: CheckSpec = read_stdin_json()?;
+    serde_json::to_writer(io::stdout().lock(), &check::run(&spec)).map_err(io::Error::other)
+}
+
+/// One JSON value from stdin; it is read as a stream so that no EOF is needed after it.
+fn read_stdin_json<T: serde::de::DeserializeOwned>() -> io::Result<T> {
+    let stdin = io::stdin().lock().take(MAX_SPEC_BYTES);
+    let mut values = serde_json::Deserializer::from_reader(stdin).into_iter::<T>();
+    match values.next() {
+        Some(value) => value.map_err(io::Error::other),
+        None => Err(io::Error::other("no job spec on stdin")),
+    }
+}
+
 fn run() -> io::Result<()> {
-    let mut input = Vec::new();
-    io::stdin().take(MAX_SPEC_BYTES).read_to_end(&mut input)?;
-    let spec: JobSpec = serde_json::from_slice(&input).map_err(io::Error::other)?;
-    drop(input);
+    let spec: JobSpec = read_stdin_json()?;
     write_sources(&spec)?;
 
     // Orphans of the compile are re-parented to us, so we can reap every one of them.
@@ -90,47 +114,83 @@ fn write_sources(spec: &JobSpec) -> io::Result<()> {
     Ok(())
 }
 
-fn latexmk_command(spec: &JobSpec) -> Command {
+/// latexmk's argument vector for this job.
+fn latexmk_args(spec: &JobSpec) -> Vec<String> {
     let engine_flag = match spec.engine.as_str() {
         "xelatex" => "-pdfxe",
         "lualatex" => "-pdflua",
         _ => "-pdf",
     };
-    let mut command = Command::new("latexmk");
-    command
-        .args([
-            "-norc",
-            engine_flag,
-            "-interaction=nonstopmode",
-            "-file-line-error",
-        ])
-        .arg(format!("-jobname={JOB_NAME}"))
-        // Without halt-on-error latexmk goes on through errors (-f), as users of online editors expect.
-        .arg(if spec.halt_on_error {
+    [
+        LATEXMK,
+        "-norc",
+        engine_flag,
+        "-interaction=nonstopmode",
+        "-file-line-error",
+        // The engines spelled out: no shell escape even if texmf.cnf were changed, and no Lua
+        // socket library (seccomp refuses sockets as well).
+        "-pdflatex=pdflatex -no-shell-escape %O %S",
+        "-xelatex=xelatex -no-shell-escape %O %S",
+        "-lualatex=lualatex -no-shell-escape --nosocket %O %S",
+        &format!("-jobname={JOB_NAME}"),
+        // Without halt-on-error latexmk goes on through errors (-f), as online editors do.
+        if spec.halt_on_error {
             "-halt-on-error"
         } else {
             "-f"
-        })
-        .arg(MAIN_FILE)
-        // An allowlisted environment: nothing of the container's or the host's leaks in.
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/work")
-        .env("LANG", "C.UTF-8")
-        .env("TMPDIR", "/tmp")
-        // Per-job caches inside the tmpfs: luaotfload executes its cache files.
-        .env("TEXMFVAR", "/work/.texmf-var")
-        .env("TEXMFCACHE", "/work/.texmf-var")
-        // One log line per message, so that diagnostics can be parsed.
-        .env("max_print_line", "10000")
-        .env("error_line", "254")
-        .env("half_error_line", "238")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        // Its own process group, so that the deadline kills latexmk and everything it started.
-        .process_group(0);
-    command
+        },
+        MAIN_FILE,
+    ]
+    .iter()
+    .map(|arg| arg.to_string())
+    .collect()
+}
+
+/// The whole environment of the compile: an allowlist, so nothing of the container's or the
+/// host's environment leaks in.
+const ENVIRONMENT: &[&str] = &[
+    "PATH=/usr/bin:/bin",
+    "HOME=/work",
+    "LANG=C.UTF-8",
+    "TMPDIR=/tmp",
+    // Per-job caches inside the tmpfs: luaotfload executes its cache files.
+    "TEXMFVAR=/work/.texmf-var",
+    "TEXMFCACHE=/work/.texmf-var",
+    // One log line per message, so that diagnostics can be parsed.
+    "max_print_line=10000",
+    "error_line=254",
+    "half_error_line=238",
+];
+
+/// Starts latexmk in a process group of its own, with stdin, stdout and stderr on /dev/null
+/// (stdout is our channel to the scheduler). We fork and exec ourselves rather than use
+/// std::process, whose spawn needs a socketpair that our seccomp profile refuses.
+fn spawn_latexmk(spec: &JobSpec) -> io::Result<Pid> {
+    let to_c = |s: &str| CString::new(s).map_err(io::Error::other);
+    let program = to_c(LATEXMK)?;
+    let args = latexmk_args(spec)
+        .iter()
+        .map(|a| to_c(a))
+        .collect::<io::Result<Vec<_>>>()?;
+    let environment = ENVIRONMENT
+        .iter()
+        .map(|e| to_c(e))
+        .collect::<io::Result<Vec<_>>>()?;
+    let null = File::options().read(true).write(true).open("/dev/null")?;
+    // SAFETY: we are single-threaded here (the watchdog starts after), and the child only
+    // makes system calls before execve or _exit.
+    match unsafe { fork() }.map_err(io::Error::other)? {
+        ForkResult::Parent { child } => Ok(child),
+        ForkResult::Child => {
+            let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+            for fd in 0..=2 {
+                let _ = dup2(null.as_raw_fd(), fd);
+            }
+            let _ = execve(&program, &args, &environment);
+            // SAFETY: _exit is async-signal-safe and skips the parent's atexit handlers.
+            unsafe { nix::libc::_exit(127) }
+        }
+    }
 }
 
 fn set_limits(spec: &JobSpec) -> io::Result<()> {
@@ -153,8 +213,8 @@ fn compile(spec: &JobSpec) -> io::Result<Report> {
     // and write no files after this point, only the stdout pipe).
     set_limits(spec)?;
     let started = Instant::now();
-    let mut child = latexmk_command(spec).spawn()?;
-    let group = Pid::from_raw(child.id() as i32);
+    let child = spawn_latexmk(spec)?;
+    let group = child;
 
     let (done, finished) = mpsc::channel::<()>();
     let timeout = Duration::from_secs(spec.timeout_seconds.into());
@@ -165,7 +225,7 @@ fn compile(spec: &JobSpec) -> io::Result<Report> {
         }
         timed_out
     });
-    let status = child.wait()?;
+    let status = wait_for(child)?;
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(true);
 
@@ -178,23 +238,68 @@ fn compile(spec: &JobSpec) -> io::Result<Report> {
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(io::Error::other)?;
     let cpu = usage.user_time() + usage.system_time();
     let cpu_ms = (cpu.tv_sec() as u64) * 1000 + (cpu.tv_usec() as u64) / 1000;
-    let signal = status.signal();
+    let (exit_code, signal) = status;
+    let largest_file = spec.max_pdf_bytes.max(spec.max_log_bytes) + 1;
+    let mut notes = Vec::new();
     let limit = if timed_out {
         Some(Limit::Timeout)
     } else if signal == Some(Signal::SIGXCPU as i32) {
         Some(Limit::CpuTime)
+    } else if let Some(note) = disk_limit_reached(Path::new("."), largest_file) {
+        notes.push(note);
+        Some(Limit::Output)
     } else {
         None
     };
     Ok(Report {
-        exit_code: status.code(),
+        exit_code,
         signal,
         limit,
         duration_ms: started.elapsed().as_millis() as u64,
         cpu_ms,
         max_rss_kb: usage.max_rss() as u64,
-        notes: Vec::new(),
+        notes,
     })
+}
+
+/// Waits for `child` and returns its exit code or the signal that ended it.
+fn wait_for(child: Pid) -> io::Result<(Option<i32>, Option<i32>)> {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok((Some(code), None)),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok((None, Some(signal as i32))),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(errno) => return Err(io::Error::other(errno)),
+        }
+    }
+}
+
+/// Whether the compile filled its tmpfs (space or inodes) or grew a file to the file-size
+/// limit, which TeX reports only as a failed write or a SIGXFSZ death.
+fn disk_limit_reached(work: &Path, largest_file: u64) -> Option<String> {
+    if let Ok(stats) = nix::sys::statvfs::statvfs(work) {
+        if stats.blocks_available() == 0 || stats.files_available() == 0 {
+            return Some("the work directory is full".to_string());
+        }
+    }
+    let mut pending = vec![work.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            // symlink_metadata: a link is never followed out of the work directory.
+            let Ok(metadata) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else if metadata.is_file() && metadata.len() + 1 >= largest_file {
+                return Some(format!(
+                    "{} reached the file size limit",
+                    entry.path().display()
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Reads an output only if it is a regular file with one link, opened without following a
