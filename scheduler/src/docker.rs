@@ -317,3 +317,62 @@ fn host_config(config: &Config) -> HostConfig {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sandbox_is_locked_down() {
+        let config = Config {
+            sandbox_memory_mb: 512,
+            sandbox_runtime: "runsc".into(),
+            ..Config::default()
+        };
+        let host = host_config(&config);
+        assert_eq!(host.log_config.unwrap().typ.as_deref(), Some("none"));
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.init, Some(true));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(host.memory, host.memory_swap);
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.runtime.as_deref(), Some("runsc"));
+        let security = host.security_opt.unwrap();
+        assert!(security.contains(&"no-new-privileges:true".to_string()));
+        let seccomp = security
+            .iter()
+            .find_map(|o| o.strip_prefix("seccomp="))
+            .expect("a seccomp profile");
+        let profile: serde_json::Value = serde_json::from_str(seccomp).unwrap();
+        assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
+        let allowed: Vec<&str> = profile["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rule| rule["action"] == "SCMP_ACT_ALLOW")
+            .flat_map(|rule| {
+                rule["names"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_str().unwrap())
+            })
+            .collect();
+        for refused in [
+            "socket",
+            "socketpair",
+            "connect",
+            "mount",
+            "ptrace",
+            "unshare",
+            "setns",
+            "bpf",
+            "keyctl",
+            "symlink",
+            "link",
+        ] {
+            assert!(!allowed.contains(&refused), "{refused} is allowed");
+        }
+        assert!(host_config(&Config::default()).runtime.is_none());
+    }
+}

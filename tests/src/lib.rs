@@ -41,6 +41,14 @@ impl TestApp {
     }
 
     async fn start(with_scheduler: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        // The servers' logs, shown by the test runner for failing tests (RUST_LOG to filter).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let mut config = Config::load(None).expect("TEXFLEET_* settings (source .dev/env)");
         config.database_url = create_database(&config.database_url).await;
         config.listen_addr = "127.0.0.1:0".into();
@@ -64,10 +72,10 @@ impl TestApp {
         let mut stop = vec![stop_api];
         if with_scheduler {
             let (stop_scheduler, scheduler_stopped) = oneshot::channel::<()>();
-            let scheduler_config = Config {
-                scheduler_id: format!("test-{}", Uuid::new_v4()),
-                ..config.clone()
-            };
+            let mut scheduler_config = config.clone();
+            if scheduler_config.scheduler_id.is_empty() {
+                scheduler_config.scheduler_id = format!("test-{}", Uuid::new_v4());
+            }
             tokio::spawn(async move {
                 let result = texfleet_scheduler::run(scheduler_config, async {
                     let _ = scheduler_stopped.await;

@@ -106,6 +106,13 @@ fn cases(host_canary: &str) -> Vec<Case> {
             doc("\\newwrite\\w\\immediate\\openout\\w=/tmp/evil.tex\\immediate\\write\\w{x}\\immediate\\closeout\\w x"), COMPILE_ERROR) },
         Case { log_contains: Some("write on file"), ..case("openout traversal", "pdflatex",
             doc("\\newwrite\\w\\immediate\\openout\\w=../evil.tex\\immediate\\write\\w{x}\\immediate\\closeout\\w x"), COMPILE_ERROR) },
+        // The supervisor's resource limits, as TeX sees them.
+        Case { text_contains: Some("core=0 nofile=256"), ..case("resource limits", "lualatex",
+            lua("local t, n = {}, 0 for l in io.lines('/proc/self/limits') do n = n + 1 t[n] = l:gsub(' +', ' ') end local s = table.concat(t, ';') \
+                 tex.print((s:find('Max core file size 0 0 bytes', 1, true) and 'core=0' or 'core-other') .. ' ' .. \
+                 (s:find('Max open files 256 256 files', 1, true) and 'nofile=256' or 'nofile-other'))"), SUCCEEDS) },
+        Case { text_contains: Some("open-files-capped"), ..case("open files flood", "lualatex",
+            lua("local n, keep = 0, {} for i = 1, 1000 do local f = io.open('f' .. i .. '.txt', 'w') if not f then break end keep[i] = f n = n + 1 end for _, f in ipairs(keep) do f:close() end tex.print(n < 256 and 'open-files-capped' or 'uncapped ' .. n)"), SUCCEEDS) },
         // Exhaustion and floods.
         case("cpu loop", "pdflatex", "\\loop\\iftrue\\repeat".into(), &[("TimedOut", Some("timeout"))]),
         case("memory bomb", "lualatex",
@@ -142,12 +149,14 @@ async fn hostile_documents_leak_nothing_and_end_as_expected() {
     );
     let eps =
         "%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n(/etc/passwd) (r) file pop\nshowpage\n";
+    // Sent with every document: latexmk runs with -norc, so reading it would fail every job.
+    let latexmkrc = "die \"latexmkrc-was-read\\n\";\n$pdflatex = 'pdflatex -shell-escape %O %S';\n";
 
     let mut submitted = Vec::new();
     for case in &cases {
         let job = app
             .submit(json!({ "input_latex": case.document, "engine": case.engine, "timeout_seconds": TIMEOUT,
-                            "files": [{ "path": "evil.eps", "content": eps }] }))
+                            "files": [{ "path": "evil.eps", "content": eps }, { "path": "latexmkrc", "content": latexmkrc }] }))
             .await;
         submitted.push(job["id"].as_str().unwrap().to_string());
     }

@@ -69,8 +69,9 @@ fn run() -> io::Result<()> {
     // Orphans of the compile are re-parented to us, so we can reap every one of them.
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::other)?;
     let mut report = compile(&spec)?;
-    let pdf = take_output(PDF_FILE, spec.max_pdf_bytes, &mut report);
-    let log = take_output(LOG_FILE, spec.max_log_bytes, &mut report);
+    let work = Path::new(".");
+    let pdf = take_output(work, PDF_FILE, spec.max_pdf_bytes, &mut report);
+    let log = take_output(work, LOG_FILE, spec.max_log_bytes, &mut report);
 
     let mut archive = tar::Builder::new(io::stdout().lock());
     append(
@@ -304,11 +305,11 @@ fn disk_limit_reached(work: &Path, largest_file: u64) -> Option<String> {
 
 /// Reads an output only if it is a regular file with one link, opened without following a
 /// symlink (O_NOFOLLOW) and without blocking on a FIFO (O_NONBLOCK), and only up to its cap.
-fn take_output(name: &str, cap: u64, report: &mut Report) -> Option<Vec<u8>> {
+fn take_output(dir: &Path, name: &str, cap: u64, report: &mut Report) -> Option<Vec<u8>> {
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(name)
+        .open(dir.join(name))
     {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return None,
@@ -346,4 +347,99 @@ fn append<W: Write>(archive: &mut tar::Builder<W>, name: &str, content: &[u8]) -
     header.set_entry_type(tar::EntryType::Regular);
     header.set_cksum();
     archive.append_data(&mut header, name, content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "supervisor-test-{}-{:?}",
+            std::process::id(),
+            Instant::now()
+        ));
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn takes_a_regular_output_up_to_its_cap() {
+        let dir = scratch();
+        fs::write(dir.join("output.log"), b"0123456789").unwrap();
+        let mut report = Report::default();
+        assert_eq!(
+            take_output(&dir, "output.log", 100, &mut report).unwrap(),
+            b"0123456789"
+        );
+        assert_eq!(report.limit, None);
+        assert_eq!(
+            take_output(&dir, "output.log", 4, &mut report).unwrap(),
+            b"0123"
+        );
+        assert_eq!(report.limit, Some(Limit::Output));
+        assert!(take_output(&dir, "missing.pdf", 100, &mut report).is_none());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn refuses_symlinks_hard_links_fifos_and_directories() {
+        let dir = scratch();
+        fs::write(dir.join("secret"), b"secret").unwrap();
+        std::os::unix::fs::symlink(dir.join("secret"), dir.join("symlinked.pdf")).unwrap();
+        fs::hard_link(dir.join("secret"), dir.join("linked.pdf")).unwrap();
+        nix::unistd::mkfifo(&dir.join("fifo.pdf"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::create_dir(dir.join("dir.pdf")).unwrap();
+        let mut report = Report::default();
+        for name in ["symlinked.pdf", "linked.pdf", "fifo.pdf", "dir.pdf"] {
+            assert!(
+                take_output(&dir, name, 100, &mut report).is_none(),
+                "{name} was taken"
+            );
+        }
+        assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_or_capped_work_directory_is_an_output_limit() {
+        let dir = scratch();
+        fs::create_dir(dir.join("sub")).unwrap();
+        fs::write(dir.join("sub/small.txt"), b"abc").unwrap();
+        assert_eq!(disk_limit_reached(&dir, 100), None);
+        fs::write(dir.join("sub/big.txt"), vec![b'x'; 99]).unwrap();
+        assert!(disk_limit_reached(&dir, 100).is_some());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn latexmk_runs_without_rc_files_or_shell_escape() {
+        let spec = JobSpec {
+            engine: "lualatex".into(),
+            halt_on_error: true,
+            timeout_seconds: 5,
+            max_pdf_bytes: 1,
+            max_log_bytes: 1,
+            files: Vec::new(),
+        };
+        let args = latexmk_args(&spec);
+        for expected in [
+            "-norc",
+            "-pdflua",
+            "-halt-on-error",
+            "-jobname=output",
+            "main.tex",
+        ] {
+            assert!(
+                args.iter().any(|a| a == expected),
+                "{expected} missing from {args:?}"
+            );
+        }
+        assert!(args.iter().any(|a| a.starts_with("-lualatex=")
+            && a.contains("--nosocket")
+            && a.contains("-no-shell-escape")));
+        assert!(ENVIRONMENT
+            .iter()
+            .all(|e| !e.contains("SECRET") && !e.contains("TOKEN")));
+    }
 }

@@ -1,0 +1,79 @@
+//! The sandbox itself, examined on the real Docker engine: every isolation layer is in force
+//! inside a container configured like a job's, and leftover containers are swept away.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use texfleet_core::Config;
+use texfleet_e2e::{containers_of_job, TestApp};
+
+/// Each layer the sandbox must have, by the name `texfleet sandbox check` reports it under.
+const LAYERS: &[&str] = &[
+    "non_root_user",
+    "no_capabilities",
+    "no_new_privileges",
+    "seccomp_filter",
+    "seccomp_refuses_sockets",
+    "seccomp_refuses_ptrace",
+    "no_new_namespaces",
+    "no_mount",
+    "read_only_root",
+    "work_tmpfs",
+    "tmp_tmpfs",
+    "no_network",
+    "memory_limit",
+    "no_swap_beyond_memory",
+    "pids_limit",
+    "cpu_limit",
+    "init_process",
+    "home_in_tmpfs",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_isolation_layer_is_in_force_inside_a_sandbox() {
+    let mut config = Config::load(None).unwrap();
+    config.sandbox_memory_mb = 300;
+    config.sandbox_pids_limit = 64;
+    config.sandbox_cpus = 0.5;
+    config.sandbox_tmpfs_mb = 64;
+    let checks = texfleet_scheduler::check_sandbox(&config).await.unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, LAYERS);
+    let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
+    assert!(failed.is_empty(), "layers missing: {failed:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduler_removes_containers_its_predecessor_left_behind() {
+    let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
+    let job_label = format!("orphan-{}", uuid::Uuid::new_v4());
+    let config = Config::load(None).unwrap();
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let labels = HashMap::from([
+        ("org.texfleet.job".to_string(), job_label.clone()),
+        ("org.texfleet.scheduler".to_string(), scheduler_id.clone()),
+    ]);
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(config.sandbox_image.clone()),
+        cmd: Some(vec!["sleep".into(), "300".into()]),
+        labels: Some(labels),
+        network_disabled: Some(true),
+        ..Default::default()
+    };
+    let created = docker.create_container(None, body).await.unwrap();
+    docker.start_container(&created.id, None).await.unwrap();
+    assert_eq!(containers_of_job(&job_label).await.len(), 1);
+
+    let _app = TestApp::spawn_with(|config| config.scheduler_id = scheduler_id.clone()).await;
+    let started = Instant::now();
+    while !containers_of_job(&job_label).await.is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the orphan was not removed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
