@@ -11,6 +11,7 @@ use base64::Engine as _;
 use nix::errno::Errno;
 use nix::sys::resource::{getrusage, setrlimit, Resource, UsageWho};
 use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
 use nix::sys::wait::waitpid;
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
@@ -22,8 +23,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Instant;
 use texfleet_sandbox::{
     CheckSpec, JobSpec, Limit, Report, JOB_NAME, LOG_FILE, MAIN_FILE, PDF_FILE, REPORT_FILE,
 };
@@ -66,9 +67,15 @@ fn run() -> io::Result<()> {
     let spec: JobSpec = read_stdin_json()?;
     write_sources(&spec)?;
 
-    // Orphans of the compile are re-parented to us, so we can reap every one of them.
-    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::other)?;
+    // Orphans of the compile are re-parented to us, so we can reap every one of them. Best
+    // effort: gVisor lacks it, and there Docker's init reaps them (kill(-1) still kills them).
+    let subreaper = nix::sys::prctl::set_child_subreaper(true);
     let mut report = compile(&spec)?;
+    if let Err(error) = subreaper {
+        report
+            .notes
+            .push(format!("not a subreaper ({error}); init reaps orphans"));
+    }
     let work = Path::new(".");
     let pdf = take_output(work, PDF_FILE, spec.max_pdf_bytes, &mut report);
     let log = take_output(work, LOG_FILE, spec.max_log_bytes, &mut report);
@@ -204,7 +211,8 @@ fn set_limits(spec: &JobSpec) -> io::Result<()> {
         (Resource::RLIMIT_CORE, 0),
     ];
     for (resource, limit) in limits {
-        setrlimit(resource, limit, limit).map_err(io::Error::other)?;
+        setrlimit(resource, limit, limit)
+            .map_err(|e| io::Error::other(format!("setting {resource:?} to {limit}: {e}")))?;
     }
     Ok(())
 }
@@ -217,18 +225,12 @@ fn compile(spec: &JobSpec) -> io::Result<Report> {
     let child = spawn_latexmk(spec)?;
     let group = child;
 
-    let (done, finished) = mpsc::channel::<()>();
-    let timeout = Duration::from_secs(spec.timeout_seconds.into());
-    let watchdog = std::thread::spawn(move || {
-        let timed_out = finished.recv_timeout(timeout) == Err(mpsc::RecvTimeoutError::Timeout);
-        if timed_out {
-            let _ = killpg(group, Signal::SIGKILL);
-        }
-        timed_out
-    });
+    // The deadline is an alarm whose handler kills the whole group: no thread (gVisor refuses
+    // ours under the seccomp profile) and no polling.
+    arm_deadline(group, spec.timeout_seconds)?;
     let status = wait_for(child)?;
-    let _ = done.send(());
-    let timed_out = watchdog.join().unwrap_or(true);
+    nix::unistd::alarm::cancel();
+    let timed_out = TIMED_OUT.load(Ordering::SeqCst);
 
     // Nothing of the compile may outlive it: its group, then anything that left the group
     // (kill(-1) reaches every process we may signal except init and ourselves).
@@ -263,6 +265,32 @@ fn compile(spec: &JobSpec) -> io::Result<Report> {
     })
 }
 
+/// The process group the alarm handler kills, and whether it did.
+static DEADLINE_GROUP: AtomicI32 = AtomicI32::new(0);
+static TIMED_OUT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_deadline(_signal: nix::libc::c_int) {
+    TIMED_OUT.store(true, Ordering::SeqCst);
+    let group = DEADLINE_GROUP.load(Ordering::SeqCst);
+    if group > 0 {
+        // killpg is async-signal-safe; so are the atomics above.
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+    }
+}
+
+fn arm_deadline(group: Pid, seconds: u32) -> io::Result<()> {
+    DEADLINE_GROUP.store(group.as_raw(), Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(on_deadline),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only touches atomics and calls killpg.
+    unsafe { sigaction(Signal::SIGALRM, &action) }.map_err(io::Error::other)?;
+    nix::unistd::alarm::set(seconds.max(1));
+    Ok(())
+}
+
 /// Waits for `child` and returns its exit code or the signal that ended it.
 fn wait_for(child: Pid) -> io::Result<(Option<i32>, Option<i32>)> {
     loop {
@@ -279,7 +307,10 @@ fn wait_for(child: Pid) -> io::Result<(Option<i32>, Option<i32>)> {
 /// limit, which TeX reports only as a failed write or a SIGXFSZ death.
 fn disk_limit_reached(work: &Path, largest_file: u64) -> Option<String> {
     if let Ok(stats) = nix::sys::statvfs::statvfs(work) {
-        if stats.blocks_available() == 0 || stats.files_available() == 0 {
+        // A file system that reports no totals (gVisor's tmpfs) says nothing about fullness.
+        let no_space = stats.blocks() > 0 && stats.blocks_available() == 0;
+        let no_inodes = stats.files() > 0 && stats.files_available() == 0;
+        if no_space || no_inodes {
             return Some("the work directory is full".to_string());
         }
     }
