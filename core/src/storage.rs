@@ -66,9 +66,7 @@ impl Storage {
             .body(ByteStream::from(bytes))
             .send()
             .await
-            .map_err(|e| {
-                StorageError::Failed(aws_sdk_s3::error::DisplayErrorContext(e).to_string())
-            })?;
+            .map_err(failed)?;
         Ok(())
     }
 
@@ -88,9 +86,7 @@ impl Storage {
             Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
                 Err(StorageError::NotFound(key.to_string()))
             }
-            Err(error) => Err(StorageError::Failed(
-                aws_sdk_s3::error::DisplayErrorContext(error).to_string(),
-            )),
+            Err(error) => Err(failed(error)),
         }
     }
 
@@ -104,17 +100,9 @@ impl Storage {
             .map_err(|e| StorageError::Failed(e.to_string()))?;
         Ok(bytes.into_bytes().to_vec())
     }
+}
 
-    /// Checks that the bucket is reachable with our credentials.
-    pub async fn check(&self) -> Result<(), StorageError> {
-        self.client
-            .head_bucket()
-            .bucket(&self.bucket)
-            .send()
-            .await
-            .map_err(|e| {
-                StorageError::Failed(aws_sdk_s3::error::DisplayErrorContext(e).to_string())
-            })?;
-        Ok(())
-    }
+/// An SDK error with its whole chain of causes, which the SDK's Display alone leaves out.
+fn failed(error: impl std::error::Error) -> StorageError {
+    StorageError::Failed(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
 }

@@ -114,14 +114,28 @@ async fn compile_and_upload(context: &Context, job: &ClaimedJob) -> Result<Outco
         .await
         .map_err(|e| InfraError::Sandbox(e.to_string()))?;
     let wall_ms = started.elapsed().as_millis() as i64;
-    if !run.stderr.is_empty() {
-        tracing::debug!(stderr = %String::from_utf8_lossy(&run.stderr), "supervisor stderr");
-    }
+    tracing::debug!(
+        exit_code = run.exit_code,
+        stderr = %String::from_utf8_lossy(&run.stderr),
+        "sandbox finished"
+    );
     let collected = collect(
         &run.stdout,
         config.max_pdf_bytes as u64,
         config.max_log_bytes as u64,
     );
+    if let Some(report) = &collected.report {
+        tracing::info!(
+            duration_ms = report.duration_ms,
+            cpu_ms = report.cpu_ms,
+            max_rss_kb = report.max_rss_kb,
+            exit_code = report.exit_code,
+            signal = report.signal,
+            limit = ?report.limit,
+            notes = ?report.notes,
+            "sandbox report"
+        );
+    }
     let mut outcome = decide(job, &run, &collected, wall_ms)?;
 
     if let Some(log) = collected.log {
