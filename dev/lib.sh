@@ -53,6 +53,12 @@ stop_daemon() {
   rm -f "$pidfile"
 }
 
+# Runs "$@" until it succeeds, for at most 30 seconds, keeping its output.
+garage_retry() {
+  for _ in $(seq 1 60); do "$@" 2>/dev/null && return 0; sleep 0.5; done
+  "$@"
+}
+
 # Waits until "$@" succeeds, for at most $1 seconds.
 wait_for() {
   local seconds=$1; shift
@@ -61,3 +67,24 @@ wait_for() {
 }
 
 random_hex() { od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; }
+
+# Postgres and Garage are started by ./dev/up; these also serve ./dev/pg and ./dev/garage,
+# which the fault tests use to take them down and bring them back.
+pg_start() {
+  touch "$state/log/postgres.log"
+  [ "$(id -u)" = 0 ] && chown texfleet "$state/log/postgres.log"
+  as_pg_user "$(pg_bin)/pg_ctl" -D "$state/pg" -l "$state/log/postgres.log" -w \
+    -o "-p $pg_port -h 127.0.0.1 -k '' -c max_connections=300" start >/dev/null
+}
+
+pg_stop() {
+  as_pg_user "$(pg_bin)/pg_ctl" -D "$state/pg" -m fast -w stop >/dev/null
+}
+
+garage_start() {
+  local config="$state/garage/garage.toml"
+  start_daemon garage garage -c "$config" server
+  wait_for 30 garage -c "$config" status || die "Garage did not start; see $state/log/garage.log"
+  # Listening on RPC is not serving S3 yet: wait for the S3 port too.
+  wait_for 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3_port" || die "Garage's S3 API did not open"
+}

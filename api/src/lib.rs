@@ -4,9 +4,11 @@
 //! - [`routes`]: the handlers;
 //! - [`request`]: checking the body of `POST /compile`;
 //! - [`auth`]: Bearer tokens;
+//! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
 //! - [`problem`]: errors as `application/problem+json`, and request ids.
 
 pub mod auth;
+pub mod events;
 pub mod problem;
 pub mod request;
 pub mod routes;
@@ -26,6 +28,7 @@ pub struct AppState {
     pub pool: Pool,
     pub storage: Storage,
     pub config: Arc<Config>,
+    pub events: events::JobEvents,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -34,7 +37,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/compile", post(routes::submit))
-        .route("/compile/{id}", get(routes::get_job))
+        .route("/compile/{id}", get(routes::get_job).delete(routes::cancel))
         .route("/compile/{id}/pdf", get(routes::get_pdf))
         .route("/compile/{id}/log", get(routes::get_log))
         .fallback(routes::not_found)
@@ -53,6 +56,7 @@ pub async fn serve(
     let state = AppState {
         pool: db::pool(&config)?,
         storage: Storage::new(&config),
+        events: events::JobEvents::listen(config.database_url.clone()),
         config: Arc::new(config),
     };
     tracing::info!(addr = %listener.local_addr()?, "api listening");

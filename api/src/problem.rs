@@ -20,6 +20,8 @@ tokio::task_local! {
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Seconds a client should wait before retrying a `503`.
 const RETRY_AFTER_UNAVAILABLE: u64 = 2;
+/// Seconds a client should wait before submitting again to a full project queue.
+const RETRY_AFTER_QUEUE_FULL: u64 = 10;
 
 /// Gives each request an id, runs it with the id in scope and echoes the id in a header.
 pub async fn request_id(request: Request, next: Next) -> Response {
@@ -31,7 +33,7 @@ pub async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FieldError {
     pub field: String,
     pub message: String,
@@ -130,6 +132,17 @@ impl Problem {
 
     pub fn conflict(detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::CONFLICT, "conflict", detail)
+    }
+
+    pub fn queue_full(limit: i64) -> Problem {
+        Problem {
+            retry_after: Some(RETRY_AFTER_QUEUE_FULL),
+            ..Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "queue_full",
+                format!("the project already has {limit} queued jobs"),
+            )
+        }
     }
 
     pub fn unavailable(detail: impl Into<String>) -> Problem {

@@ -7,10 +7,12 @@ use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use texfleet_core::db;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use texfleet_core::db::{self, Submitted};
 use texfleet_core::model::{Job, JobStatus, NewJob};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
@@ -51,6 +53,13 @@ pub async fn submit(
         max_timeout_seconds: state.config.max_timeout_seconds,
     };
     let request = request::parse(&value, &limits).map_err(Problem::validation)?;
+    let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
+    // serde_json's maps are sorted, so equal bodies hash equally whatever their key order.
+    let request_hash = Sha256::digest(serde_json::to_vec(&value).unwrap_or_default()).to_vec();
+    let idempotency = key.as_deref().map(|key| db::Idempotency {
+        key,
+        request_hash: &request_hash,
+    });
     let new_job = NewJob {
         project_id: request.project_id,
         engine: request.engine,
@@ -58,23 +67,108 @@ pub async fn submit(
         timeout_seconds: request.timeout_seconds,
         files: request.files,
     };
-    let job = db::insert_job(&state.pool, &new_job, state.config.max_attempts).await?;
-    tracing::info!(job_id = %job.id, project_id = %job.project_id, "job queued");
-    let location = format!("/compile/{}", job.id);
-    Ok((
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, location)],
-        Json(job),
+    let config = &state.config;
+    let submitted = db::insert_job(
+        &state.pool,
+        &new_job,
+        config.max_attempts,
+        config.max_queued_per_project,
+        idempotency,
     )
-        .into_response())
+    .await?;
+    let (job, status) = match submitted {
+        Submitted::New(job) => {
+            tracing::info!(job_id = %job.id, project_id = %job.project_id, "job queued");
+            (job, StatusCode::ACCEPTED)
+        }
+        Submitted::Existing {
+            job,
+            same_request: true,
+        } => (job, StatusCode::OK),
+        Submitted::Existing {
+            job,
+            same_request: false,
+        } => {
+            return Err(Problem::conflict(format!(
+                "the Idempotency-Key was used for job {} with a different request",
+                job.id
+            )))
+        }
+        Submitted::QueueFull => return Err(Problem::queue_full(config.max_queued_per_project)),
+    };
+    let location = format!("/compile/{}", job.id);
+    let mut response = respond_after_wait(&state, &auth, job, status, &headers).await?;
+    response.headers_mut().insert(
+        header::LOCATION,
+        HeaderValue::try_from(location).expect("a path is a header value"),
+    );
+    Ok(response)
 }
 
 pub async fn get_job(
     State(state): State<AppState>,
     auth: Authenticated,
     Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let job = find_job(&state, &auth, &id).await?;
+    respond_after_wait(&state, &auth, job, StatusCode::OK, &headers).await
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(id): Path<String>,
 ) -> Result<Json<Job>, Problem> {
-    Ok(Json(find_job(&state, &auth, &id).await?))
+    let id = Uuid::parse_str(&id).map_err(|_| Problem::not_found("no such job"))?;
+    let client = state.pool.get().await.map_err(db::DbError::from)?;
+    match db::cancel_job(&**client, auth.project_id, id).await? {
+        None => Err(Problem::not_found("no such job")),
+        Some(Ok(job)) => {
+            tracing::info!(job_id = %job.id, project_id = %job.project_id, "job cancelled");
+            Ok(Json(job))
+        }
+        Some(Err(job)) => Err(Problem::conflict(format!(
+            "the job is already {}",
+            job.status.as_str()
+        ))),
+    }
+}
+
+/// Answers with the job, first holding the response for `Prefer: wait=<s>` (RFC 7240) until the
+/// job is terminal or the wait ends. A job that became terminal while we waited is a `200`.
+async fn respond_after_wait(
+    state: &AppState,
+    auth: &Authenticated,
+    job: Job,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Result<Response, Problem> {
+    let Some(seconds) = request::prefer_wait(headers) else {
+        return Ok((status, Json(job)).into_response());
+    };
+    let job = state
+        .events
+        .wait_until_terminal(job, Duration::from_secs(seconds), |id| async move {
+            let client = state.pool.get().await.map_err(db::DbError::from)?;
+            db::get_job(&**client, auth.project_id, id)
+                .await?
+                .ok_or_else(|| Problem::not_found("no such job"))
+        })
+        .await?;
+    let status = if job.status.is_terminal() {
+        StatusCode::OK
+    } else {
+        status
+    };
+    let applied =
+        HeaderValue::try_from(format!("wait={seconds}")).expect("a number is a header value");
+    Ok((
+        status,
+        [(HeaderName::from_static("preference-applied"), applied)],
+        Json(job),
+    )
+        .into_response())
 }
 
 pub async fn get_pdf(

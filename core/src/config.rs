@@ -59,8 +59,18 @@ pub struct Config {
     pub poll_interval_seconds: u64,
     /// Attempts a job gets when infrastructure (Docker, S3) fails before it ends `Failed`.
     pub max_attempts: i32,
-    /// Length of the lease a claimed job holds.
+    /// Length of the lease a claimed job holds; its scheduler renews it every third of that.
     pub lease_seconds: u64,
+    /// Jobs of one project that may run at once, across all schedulers.
+    pub max_running_per_project: usize,
+    /// Jobs of one project that may wait in the queue; beyond it `POST /compile` answers 429.
+    pub max_queued_per_project: i64,
+    /// On SIGTERM, how long running compiles may go on before they are handed back to the queue.
+    pub shutdown_grace_seconds: u64,
+    /// Finished jobs and their objects are deleted after this many days; 0 keeps them forever.
+    pub retention_days: u32,
+    /// How often the scheduler looks for jobs past retention.
+    pub retention_interval_seconds: u64,
 }
 
 impl Default for Config {
@@ -91,6 +101,11 @@ impl Default for Config {
             poll_interval_seconds: 5,
             max_attempts: 3,
             lease_seconds: 30,
+            max_running_per_project: 4,
+            max_queued_per_project: 1000,
+            shutdown_grace_seconds: 30,
+            retention_days: 30,
+            retention_interval_seconds: 3600,
         }
     }
 }

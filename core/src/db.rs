@@ -16,10 +16,8 @@ use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 use time::OffsetDateTime;
-use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, GenericClient, NoTls, Row};
 use uuid::Uuid;
 
@@ -29,8 +27,10 @@ mod embedded {
 
 pub type Pool = deadpool_postgres::Pool;
 
-/// Channel a trigger notifies whenever a job becomes claimable.
+/// Channel a trigger notifies whenever a job becomes claimable (payload: the job id).
 pub const JOBS_QUEUED_CHANNEL: &str = "texfleet_jobs";
+/// Channel a trigger notifies whenever a job reaches a final state (payload: the job id).
+pub const JOBS_FINISHED_CHANNEL: &str = "texfleet_job_finished";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -113,6 +113,16 @@ pub async fn migrate(database_url: &str) -> anyhow::Result<Vec<String>> {
         .iter()
         .map(|m| m.to_string())
         .collect())
+}
+
+/// This database's deployment id (see migrations/V3__deployment.sql).
+pub async fn deployment_id(pool: &Pool) -> DbResult<Uuid> {
+    Ok(pool
+        .get()
+        .await?
+        .query_one("SELECT id FROM deployment", &[])
+        .await?
+        .get(0))
 }
 
 pub async fn ping(pool: &Pool) -> DbResult<()> {
@@ -267,28 +277,76 @@ fn job_from_row(row: &Row) -> DbResult<Job> {
     })
 }
 
-/// Queues a job and its files in one transaction. The id is random (v4) and redrawn if its
-/// first segment, which names the job's storage keys, is taken by another job.
-pub async fn insert_job(pool: &Pool, job: &NewJob, max_attempts: i32) -> DbResult<Job> {
+/// An `Idempotency-Key` and the hash of the request it came with.
+pub struct Idempotency<'a> {
+    pub key: &'a str,
+    pub request_hash: &'a [u8],
+}
+
+pub enum Submitted {
+    /// A new job was queued.
+    New(Job),
+    /// The key was used before in this project; `same_request` tells a replay from a conflict.
+    Existing { job: Job, same_request: bool },
+    /// The project already has its maximum of queued jobs.
+    QueueFull,
+}
+
+/// Queues a job and its files in one transaction. With an idempotency key, a job already
+/// submitted under it is returned instead. A project with `max_queued` jobs waiting gets
+/// [`Submitted::QueueFull`]. The id is random (v4) and redrawn if its first segment, which
+/// names the job's storage keys, is taken by another job.
+pub async fn insert_job(
+    pool: &Pool,
+    job: &NewJob,
+    max_attempts: i32,
+    max_queued: i64,
+    idempotency: Option<Idempotency<'_>>,
+) -> DbResult<Submitted> {
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
+    if let Some(existing) = find_idempotent(&*transaction, job.project_id, &idempotency).await? {
+        return Ok(existing);
+    }
+    if queued_jobs(&*transaction, job.project_id).await? >= max_queued {
+        return Ok(Submitted::QueueFull);
+    }
     let timeout_seconds = job.timeout_seconds as i32;
+    let (key, request_hash) = match &idempotency {
+        Some(i) => (Some(i.key), Some(i.request_hash)),
+        None => (None, None),
+    };
     let mut inserted = None;
     for _ in 0..8 {
         let id = Uuid::new_v4();
         inserted = transaction
             .query_opt(
                 &format!(
-                    "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts)
-                     VALUES ($1, $2, $3, $4, $5, $6)
+                    "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds,
+                                       max_attempts, idempotency_key, request_hash)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                      ON CONFLICT DO NOTHING
                      RETURNING {JOB_COLUMNS}"
                 ),
-                &[&id, &job.project_id, &job.engine.as_str(), &job.halt_on_error, &timeout_seconds, &max_attempts],
+                &[
+                    &id,
+                    &job.project_id,
+                    &job.engine.as_str(),
+                    &job.halt_on_error,
+                    &timeout_seconds,
+                    &max_attempts,
+                    &key,
+                    &request_hash,
+                ],
             )
             .await?;
         if inserted.is_some() {
             break;
+        }
+        // The conflict may be a concurrent request with the same key, committed meanwhile.
+        if let Some(existing) = find_idempotent(&*transaction, job.project_id, &idempotency).await?
+        {
+            return Ok(existing);
         }
     }
     let row = inserted.ok_or_else(|| DbError::Corrupt("no free job id after 8 draws".into()))?;
@@ -303,7 +361,70 @@ pub async fn insert_job(pool: &Pool, job: &NewJob, max_attempts: i32) -> DbResul
         )
         .await?;
     transaction.commit().await?;
-    Ok(job_row)
+    Ok(Submitted::New(job_row))
+}
+
+async fn find_idempotent(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    idempotency: &Option<Idempotency<'_>>,
+) -> DbResult<Option<Submitted>> {
+    let Some(idempotency) = idempotency else {
+        return Ok(None);
+    };
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {JOB_COLUMNS}, request_hash FROM jobs
+                      WHERE project_id = $1 AND idempotency_key = $2"
+            ),
+            &[&project_id, &idempotency.key],
+        )
+        .await?;
+    row.map(|row| {
+        let stored_hash: Option<&[u8]> = row.get("request_hash");
+        Ok(Submitted::Existing {
+            job: job_from_row(&row)?,
+            same_request: stored_hash == Some(idempotency.request_hash),
+        })
+    })
+    .transpose()
+}
+
+/// How many jobs of a project wait in the queue (for the per-project queue limit).
+pub async fn queued_jobs(client: &impl GenericClient, project_id: Uuid) -> DbResult<i64> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM jobs WHERE project_id = $1 AND status = 'Queued'",
+            &[&project_id],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Cancels a queued or running job of the project. `Ok(None)` when there is no such job;
+/// a terminal job is returned unchanged as `Err(job)` inside `Ok`.
+pub async fn cancel_job(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    id: Uuid,
+) -> DbResult<Option<Result<Job, Job>>> {
+    let cancelled = client
+        .query_opt(
+            &format!(
+                "UPDATE jobs SET status = 'Cancelled', finished_at = now(), lease_owner = NULL,
+                                 lease_expires_at = NULL, error_code = 'cancelled',
+                                 error_message = 'cancelled by the client'
+                 WHERE id = $1 AND project_id = $2 AND status IN ('Queued', 'Running')
+                 RETURNING {JOB_COLUMNS}"
+            ),
+            &[&id, &project_id],
+        )
+        .await?;
+    match cancelled {
+        Some(row) => Ok(Some(Ok(job_from_row(&row)?))),
+        None => Ok(get_job(client, project_id, id).await?.map(Err)),
+    }
 }
 
 pub async fn get_job(
@@ -323,32 +444,66 @@ pub async fn get_job(
 // ---------------------------------------------------------------------------------------------
 // Jobs, as the scheduler sees them
 
-/// Claims up to `limit` claimable jobs for `owner`, oldest first, with a lease of
-/// `lease_seconds`. SKIP LOCKED lets any number of schedulers run this at once.
+/// Claims up to `limit` claimable jobs for `owner` with a lease of `lease_seconds`, never
+/// letting a project run more than `per_project` jobs at once.
+///
+/// Fairness: each project with queued work offers its oldest jobs, at most its free share
+/// of `per_project`; offers are taken in turns (a project's running jobs plus the offer's rank
+/// within the project), oldest first within a turn. So a project with a thousand queued jobs
+/// cannot starve one that submits a single job. The transaction-scoped advisory lock makes
+/// the running counts exact across concurrent schedulers; SKIP LOCKED passes over rows that
+/// the API is cancelling at that moment.
 pub async fn claim_jobs(
     pool: &Pool,
     owner: &str,
     lease_seconds: u64,
     limit: usize,
+    per_project: usize,
 ) -> DbResult<Vec<ClaimedJob>> {
-    let client = pool.get().await?;
-    let rows = client
+    let mut client = pool.get().await?;
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
+        .await?;
+    let rows = transaction
         .query(
-            "WITH claimable AS (
-                 SELECT id FROM jobs
+            "WITH running AS (
+                 SELECT project_id, count(*) AS jobs FROM jobs
+                 WHERE status = 'Running' GROUP BY project_id
+             ), waiting AS (
+                 SELECT DISTINCT project_id FROM jobs
                  WHERE status = 'Queued' AND run_after <= now()
-                 ORDER BY run_after, created_at
+             ), offers AS (
+                 SELECT offer.id, offer.created_at, coalesce(running.jobs, 0) + offer.rank AS turn
+                 FROM waiting
+                 LEFT JOIN running USING (project_id)
+                 CROSS JOIN LATERAL (
+                     SELECT id, created_at, row_number() OVER (ORDER BY created_at) AS rank
+                     FROM jobs
+                     WHERE jobs.project_id = waiting.project_id
+                       AND status = 'Queued' AND run_after <= now()
+                     ORDER BY created_at
+                     LIMIT greatest($4 - coalesce(running.jobs, 0), 0)
+                 ) AS offer
+                 ORDER BY turn, offer.created_at
                  LIMIT $3
-                 FOR UPDATE SKIP LOCKED
+             ), claimable AS (
+                 SELECT id FROM jobs WHERE id IN (SELECT id FROM offers) FOR UPDATE SKIP LOCKED
              )
              UPDATE jobs SET status = 'Running', started_at = now(), attempts = attempts + 1,
                              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
              FROM claimable WHERE jobs.id = claimable.id
              RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
                        jobs.timeout_seconds, jobs.attempts",
-            &[&owner, &(lease_seconds as f64), &(limit as i64)],
+            &[
+                &owner,
+                &(lease_seconds as f64),
+                &(limit as i64),
+                &(per_project as i64),
+            ],
         )
         .await?;
+    transaction.commit().await?;
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -382,6 +537,121 @@ pub async fn claim_jobs(
             })
         })
         .collect()
+}
+
+/// Key of the advisory lock that serialises claims (an arbitrary constant: "texfleet").
+const CLAIM_LOCK: i64 = 0x7465_7866_6c65_6574;
+
+/// Extends `owner`'s lease on a running job; false when the lease is gone (the job was
+/// cancelled, or rescued after the lease expired), which tells the compile to stop.
+pub async fn renew_lease(pool: &Pool, id: Uuid, owner: &str, lease_seconds: u64) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let renewed = client
+        .execute(
+            "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3)
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner, &(lease_seconds as f64)],
+        )
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// Returns running jobs whose lease expired (their scheduler died or lost Postgres) to the
+/// queue, or fails them once they have used every attempt. Any scheduler may run this.
+pub async fn rescue_expired_leases(pool: &Pool) -> DbResult<Vec<(Uuid, JobStatus)>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts < max_attempts THEN 'Queued' ELSE 'Failed' END,
+                 finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
+                 error_code = CASE WHEN attempts < max_attempts THEN NULL ELSE 'sandbox_error' END,
+                 error_message = CASE WHEN attempts < max_attempts THEN NULL
+                                 ELSE 'the scheduler running the job stopped answering on every attempt' END,
+                 run_after = now(), lease_owner = NULL, lease_expires_at = NULL
+             WHERE status = 'Running' AND lease_expires_at < now()
+             RETURNING id, status",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let status: &str = row.get(1);
+            let status = JobStatus::parse(status)
+                .ok_or_else(|| DbError::Corrupt(format!("status {status:?}")))?;
+            Ok((row.get(0), status))
+        })
+        .collect()
+}
+
+/// Gives a running job back to the queue untouched (the scheduler is shutting down): the
+/// attempt it used is returned too, since the job did nothing wrong.
+pub async fn hand_back_job(pool: &Pool, id: Uuid, owner: &str) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let handed = client
+        .execute(
+            "UPDATE jobs SET status = 'Queued', attempts = attempts - 1, run_after = now(),
+                             started_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner],
+        )
+        .await?;
+    Ok(handed == 1)
+}
+
+/// The lease owner of each of these jobs that is running.
+pub async fn running_lease_owners(pool: &Pool, ids: &[Uuid]) -> DbResult<HashMap<Uuid, String>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "SELECT id, lease_owner FROM jobs WHERE id = ANY($1) AND status = 'Running'",
+            &[&ids],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+/// A finished job past the retention age, with the objects it owns.
+pub struct ExpiredJob {
+    pub id: Uuid,
+    pub storage_keys: Vec<String>,
+}
+
+pub async fn expired_jobs(
+    pool: &Pool,
+    retention_days: u32,
+    limit: i64,
+) -> DbResult<Vec<ExpiredJob>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "SELECT id, pdf_storage_key, log_storage_key FROM jobs
+             WHERE finished_at < now() - make_interval(days => $1)
+             ORDER BY finished_at LIMIT $2",
+            &[&(retention_days as i32), &limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| ExpiredJob {
+            id: row.get(0),
+            storage_keys: [row.get::<_, Option<String>>(1), row.get(2)]
+                .into_iter()
+                .flatten()
+                .collect(),
+        })
+        .collect())
+}
+
+/// Deletes finished jobs (their files go with them); a job that is not finished is kept.
+pub async fn delete_finished_jobs(pool: &Pool, ids: &[Uuid]) -> DbResult<u64> {
+    let client = pool.get().await?;
+    Ok(client
+        .execute(
+            "DELETE FROM jobs WHERE id = ANY($1) AND finished_at IS NOT NULL",
+            &[&ids],
+        )
+        .await?)
 }
 
 /// The final outcome of a compile, as the scheduler records it.
@@ -463,25 +733,39 @@ pub async fn retry_or_fail_job(
     .transpose()
 }
 
-/// Keeps a connection that LISTENs on `channel` and wakes `notify` on every notification,
-/// reconnecting after failures. It also wakes `notify` after each (re)connect, since
-/// notifications sent while disconnected are lost.
-pub async fn listen(database_url: String, channel: &'static str, notify: Arc<Notify>) {
+/// A notification: its channel and payload. [`RECONNECTED`] as payload means notifications
+/// may have been missed while the connection was down, so listeners should look again.
+pub struct Notification {
+    pub channel: String,
+    pub payload: String,
+}
+
+pub const RECONNECTED: &str = "";
+
+/// Keeps a connection that LISTENs on `channels` and hands every notification to `deliver`,
+/// reconnecting after failures (and then delivering [`RECONNECTED`] on each channel).
+pub async fn listen(
+    database_url: String,
+    channels: &'static [&'static str],
+    deliver: impl Fn(Notification),
+) {
     loop {
-        match listen_once(&database_url, channel, &notify).await {
-            Ok(()) => tracing::warn!(channel, "notification connection closed; reconnecting"),
-            Err(error) => {
-                tracing::warn!(%error, channel, "notification connection failed; retrying")
-            }
+        match listen_once(&database_url, channels, &deliver).await {
+            Ok(()) => tracing::warn!("notification connection closed; reconnecting"),
+            Err(error) => tracing::warn!(%error, "notification connection failed; retrying"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-async fn listen_once(database_url: &str, channel: &str, notify: &Notify) -> anyhow::Result<()> {
+async fn listen_once(
+    database_url: &str,
+    channels: &[&str],
+    deliver: &impl Fn(Notification),
+) -> anyhow::Result<()> {
     let (client, mut connection) = tokio_postgres::connect(database_url, NoTls).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-    let statement = format!("LISTEN {channel}");
+    let statement: String = channels.iter().map(|c| format!("LISTEN {c};")).collect();
     let listen = client.batch_execute(&statement);
     // The connection must be polled for LISTEN to complete, so drive both until LISTEN is done.
     tokio::pin!(listen);
@@ -495,11 +779,18 @@ async fn listen_once(database_url: &str, channel: &str, notify: &Notify) -> anyh
             },
         }
     }
-    notify.notify_waiters();
-    notify.notify_one();
+    for channel in channels {
+        deliver(Notification {
+            channel: channel.to_string(),
+            payload: RECONNECTED.to_string(),
+        });
+    }
     while let Some(message) = messages.next().await {
-        if let AsyncMessage::Notification(_) = message? {
-            notify.notify_one();
+        if let AsyncMessage::Notification(n) = message? {
+            deliver(Notification {
+                channel: n.channel().to_string(),
+                payload: n.payload().to_string(),
+            });
         }
     }
     Ok(())

@@ -45,6 +45,10 @@ impl JobStatus {
             .into_iter()
             .find(|status| status.as_str() == s)
     }
+
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobStatus::Queued | JobStatus::Running)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

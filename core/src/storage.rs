@@ -90,6 +90,18 @@ impl Storage {
         }
     }
 
+    /// Deletes an object; deleting one that does not exist is not an error (S3 semantics).
+    pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
     /// Reads a whole object into memory; for small objects such as logs.
     pub async fn get_bytes(&self, key: &str) -> Result<Vec<u8>, StorageError> {
         let object = self.get(key).await?;

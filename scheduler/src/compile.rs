@@ -1,19 +1,27 @@
 //! One job from claim to recorded outcome: run the sandbox, read what it produced, decide the
 //! job's status, upload the PDF and log, and record the outcome under our lease.
+//!
+//! While it runs, a heartbeat renews the job's lease. The job can be taken from us at any
+//! moment: cancelled by its client, its lease lost, or the scheduler shutting down. [`JobStop`]
+//! carries that decision to the sandbox (which kills the container at once) and to the
+//! recording step, which then writes nothing (or, on shutdown, hands the job back).
 
 use crate::collect::{collect, is_valid_pdf, Collected};
 use crate::diagnostics;
 use crate::docker::{Sandbox, SandboxRun};
+use backon::{ExponentialBuilder, Retryable};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use texfleet_core::db::{self, Outcome, Pool};
+use texfleet_core::db::{self, DbError, Outcome, Pool};
 use texfleet_core::model::{
     log_storage_key, pdf_storage_key, ClaimedJob, ErrorCode, JobError, JobStatus, Severity,
 };
-use texfleet_core::storage::Storage;
+use texfleet_core::storage::{Storage, StorageError};
 use texfleet_core::Config;
 use texfleet_sandbox::{FileSpec, JobSpec, Limit};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// Room in the sandbox's stdout for the archive's own headers and the report.
@@ -27,67 +35,169 @@ pub struct Context {
     pub sandbox: Sandbox,
 }
 
-/// A failure of our infrastructure rather than of the document: worth another attempt.
+/// Why a job was taken from this scheduler while it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The client cancelled it (the API already wrote `Cancelled`).
+    Cancelled,
+    /// Our lease is gone: another scheduler may already run the job.
+    LeaseLost,
+    /// This scheduler is shutting down and its grace period is over.
+    Shutdown,
+}
+
+/// The stop signal of one running job: the first reason given wins.
+#[derive(Default)]
+pub struct JobStop {
+    token: CancellationToken,
+    reason: OnceLock<StopReason>,
+}
+
+impl JobStop {
+    pub fn stop(&self, reason: StopReason) {
+        let _ = self.reason.set(reason);
+        self.token.cancel();
+    }
+
+    fn reason(&self) -> Option<StopReason> {
+        self.reason.get().copied()
+    }
+}
+
+/// Why a compile ended without an outcome to record.
 #[derive(Debug, thiserror::Error)]
-enum InfraError {
+enum Interrupted {
+    /// A failure of our infrastructure rather than of the document: worth another attempt.
     #[error("sandbox failed: {0}")]
     Sandbox(String),
     #[error("storage failed: {0}")]
-    Storage(#[from] texfleet_core::storage::StorageError),
+    Storage(#[from] StorageError),
+    #[error("the job was taken from this scheduler")]
+    Stopped,
 }
 
-impl InfraError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            InfraError::Sandbox(_) => ErrorCode::SandboxError,
-            InfraError::Storage(_) => ErrorCode::StorageError,
+pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
+    let span = tracing::info_span!("job", job_id = %job.id, project_id = %job.project_id, attempt = job.attempt);
+    async {
+        let started = Instant::now();
+        let result = tokio::select! {
+            result = compile_and_upload(context, &job, stop) => result,
+            never = keep_lease(context, &job, stop) => match never {},
+        };
+        record(context, &job, stop, result, started).await;
+    }
+    .instrument(span)
+    .await
+}
+
+/// Renews the lease every third of its length for as long as the compile runs; when the lease
+/// is gone, stops the compile. Postgres errors are only logged: the lease outlives short
+/// outages, and rescue by another scheduler shows up as a lost lease once Postgres is back.
+async fn keep_lease(
+    context: &Context,
+    job: &ClaimedJob,
+    stop: &JobStop,
+) -> std::convert::Infallible {
+    let lease = context.config.lease_seconds;
+    let mut ticks = tokio::time::interval(Duration::from_secs(lease).div_f64(3.0));
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match db::renew_lease(&context.pool, job.id, &context.owner, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!("lease lost; stopping the compile");
+                stop.stop(StopReason::LeaseLost);
+                return std::future::pending().await;
+            }
+            Err(error) => tracing::warn!(%error, "could not renew the lease"),
         }
     }
 }
 
-pub async fn process(context: &Context, job: ClaimedJob) {
-    let span = tracing::info_span!("job", job_id = %job.id, project_id = %job.project_id, attempt = job.attempt);
-    process_in_span(context, job).instrument(span).await
-}
-
-async fn process_in_span(context: &Context, job: ClaimedJob) {
-    let started = Instant::now();
-    let result = compile_and_upload(context, &job).await;
-    let recorded = match result {
-        Ok(outcome) => {
-            tracing::info!(
-                status = outcome.status.as_str(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "job finished"
-            );
-            db::finish_job(&context.pool, job.id, &context.owner, &outcome)
+/// Writes the result of a compile, retrying while Postgres is unreachable.
+async fn record(
+    context: &Context,
+    job: &ClaimedJob,
+    stop: &JobStop,
+    result: Result<Outcome, Interrupted>,
+    started: Instant,
+) {
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let owner = context.owner.as_str();
+    let recorded = match (stop.reason(), result) {
+        (Some(StopReason::Shutdown), _) => {
+            tracing::info!("handing the job back to the queue for shutdown");
+            with_db_retries(|| db::hand_back_job(&context.pool, job.id, owner))
+                .await
+                .map(|held| held.then_some(JobStatus::Queued))
+        }
+        (reason @ Some(_), _) | (reason @ None, Err(Interrupted::Stopped)) => {
+            tracing::info!(?reason, "the job was taken from us; nothing to record");
+            Ok(None)
+        }
+        (None, Ok(outcome)) => {
+            tracing::info!(status = outcome.status.as_str(), elapsed_ms, "job finished");
+            with_db_retries(|| db::finish_job(&context.pool, job.id, owner, &outcome))
                 .await
                 .map(|held| held.then_some(outcome.status))
         }
-        Err(error) => {
+        (None, Err(error)) => {
             let backoff = retry_backoff(job.attempt);
             tracing::warn!(%error, ?backoff, "infrastructure failure");
+            let code = match error {
+                Interrupted::Storage(_) => ErrorCode::StorageError,
+                _ => ErrorCode::SandboxError,
+            };
             let error = JobError {
-                code: error.code(),
+                code,
                 message: error.to_string(),
             };
-            db::retry_or_fail_job(&context.pool, job.id, &context.owner, backoff, &error).await
+            with_db_retries(|| db::retry_or_fail_job(&context.pool, job.id, owner, backoff, &error))
+                .await
         }
     };
     match recorded {
         Ok(Some(status)) => tracing::debug!(status = status.as_str(), "outcome recorded"),
-        Ok(None) => tracing::warn!("lease lost before the outcome was recorded; outcome dropped"),
-        Err(error) => tracing::error!(%error, "could not record the outcome"),
+        Ok(None) => tracing::info!("lease not held when recording; outcome dropped"),
+        Err(error) => {
+            tracing::error!(%error, "could not record the outcome; the lease will expire and the job run again")
+        }
     }
 }
 
-/// Exponential back-off with full jitter: 2^attempt seconds at most, capped at a minute.
+/// Retries a database write while Postgres is unavailable (for about a minute), so that a
+/// restart of Postgres does not cost a finished compile.
+async fn with_db_retries<T, F, Fut>(write: F) -> Result<T, DbError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DbError>>,
+{
+    write
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(10))
+                .with_max_times(10)
+                .with_jitter(),
+        )
+        .when(|error| matches!(error, DbError::Unavailable(_)))
+        .notify(|error, delay| tracing::warn!(%error, ?delay, "database unavailable; retrying"))
+        .await
+}
+
+/// Exponential back-off with full jitter between attempts of a job: 2^attempt seconds at
+/// most, capped at a minute.
 fn retry_backoff(attempt: i32) -> Duration {
     let ceiling = 2f64.powi(attempt.clamp(0, 6)).min(60.0);
     Duration::from_secs_f64(rand::random::<f64>() * ceiling)
 }
 
-async fn compile_and_upload(context: &Context, job: &ClaimedJob) -> Result<Outcome, InfraError> {
+async fn compile_and_upload(
+    context: &Context,
+    job: &ClaimedJob,
+    stop: &JobStop,
+) -> Result<Outcome, Interrupted> {
     let config = &context.config;
     let spec = JobSpec {
         engine: job.engine.as_str().to_string(),
@@ -104,15 +214,25 @@ async fn compile_and_upload(context: &Context, job: &ClaimedJob) -> Result<Outco
             })
             .collect(),
     };
-    let stdin = serde_json::to_vec(&spec).map_err(|e| InfraError::Sandbox(e.to_string()))?;
+    let stdin = serde_json::to_vec(&spec).map_err(|e| Interrupted::Sandbox(e.to_string()))?;
     let deadline = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
     let max_stdout = config.max_pdf_bytes + config.max_log_bytes + ARCHIVE_OVERHEAD_BYTES;
     let started = Instant::now();
     let run = context
         .sandbox
-        .run(job.id, job.attempt, &stdin, deadline, max_stdout)
+        .run(
+            job.id,
+            job.attempt,
+            &stdin,
+            deadline,
+            max_stdout,
+            &stop.token,
+        )
         .await
-        .map_err(|e| InfraError::Sandbox(e.to_string()))?;
+        .map_err(|e| Interrupted::Sandbox(e.to_string()))?;
+    if run.stopped {
+        return Err(Interrupted::Stopped);
+    }
     let wall_ms = started.elapsed().as_millis() as i64;
     tracing::debug!(
         exit_code = run.exit_code,
@@ -140,19 +260,49 @@ async fn compile_and_upload(context: &Context, job: &ClaimedJob) -> Result<Outco
 
     if let Some(log) = collected.log {
         let key = log_storage_key(job.id);
-        context
-            .storage
-            .put(&key, log, "text/plain; charset=utf-8")
-            .await?;
+        upload(
+            &context.storage,
+            &key,
+            log,
+            "text/plain; charset=utf-8",
+            stop,
+        )
+        .await?;
         outcome.log_storage_key = Some(key);
     }
     if outcome.status == JobStatus::Succeeded {
         let key = pdf_storage_key(job.id);
         let pdf = collected.pdf.unwrap_or_default();
-        context.storage.put(&key, pdf, "application/pdf").await?;
+        upload(&context.storage, &key, pdf, "application/pdf", stop).await?;
+        tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
     }
     Ok(outcome)
+}
+
+/// Uploads with retries (about half a minute of back-off), unless the job is taken from us.
+async fn upload(
+    storage: &Storage,
+    key: &str,
+    bytes: Vec<u8>,
+    content_type: &str,
+    stop: &JobStop,
+) -> Result<(), Interrupted> {
+    if stop.token.is_cancelled() {
+        return Err(Interrupted::Stopped);
+    }
+    let put = || storage.put(key, bytes.clone(), content_type);
+    put.retry(
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(10))
+            .with_max_times(8)
+            .with_jitter(),
+    )
+    .when(|_| !stop.token.is_cancelled())
+    .notify(|error, delay| tracing::warn!(%error, ?delay, key, "upload failed; retrying"))
+    .await?;
+    Ok(())
 }
 
 /// The job's status from what the sandbox did. Only facts we observed ourselves (our deadline,
@@ -163,7 +313,7 @@ fn decide(
     run: &SandboxRun,
     collected: &Collected,
     wall_ms: i64,
-) -> Result<Outcome, InfraError> {
+) -> Result<Outcome, Interrupted> {
     let log = collected
         .log
         .as_deref()
@@ -196,7 +346,7 @@ fn decide(
         ))
     } else if report.is_none() {
         // The supervisor died without reporting and no limit explains it: our failure, retried.
-        return Err(InfraError::Sandbox(format!(
+        return Err(Interrupted::Sandbox(format!(
             "sandbox ended without a report: {}",
             String::from_utf8_lossy(&run.stderr).trim()
         )));

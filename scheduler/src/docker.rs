@@ -12,16 +12,19 @@ use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures::StreamExt;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::Duration;
 use texfleet_core::Config;
 use texfleet_sandbox::CHECK_ARG;
 use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// Labels on every sandbox container, so that leftovers can be found and traced to a job.
 pub const JOB_LABEL: &str = "org.texfleet.job";
 pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
+/// The deployment (database) a container belongs to; sweeps never look past their own.
+pub const DEPLOYMENT_LABEL: &str = "org.texfleet.deployment";
 
 /// The uid (and gid) the compile runs as (created in the image by `sandbox-image/base/customize.sh`).
 pub const SANDBOX_UID: u32 = 1000;
@@ -45,10 +48,28 @@ pub struct SandboxRun {
     pub stdout_overflowed: bool,
     /// Our outer deadline passed and we killed the container.
     pub deadline_hit: bool,
+    /// The job was taken from us (cancelled, lease lost, shutdown) and we killed the container.
+    pub stopped: bool,
     /// The kernel's OOM killer fired inside the container's memory cgroup.
     pub oom_killed: bool,
     /// The container's exit code as the engine saw it (informative only: it came from inside).
     pub exit_code: Option<i64>,
+}
+
+/// A sandbox container as its labels describe it.
+#[derive(Debug, Clone)]
+pub struct SandboxContainer {
+    pub id: String,
+    /// The job id (or `check-…` for a self-check).
+    pub job: String,
+    pub scheduler: String,
+    pub age_seconds: i64,
+}
+
+enum Ended {
+    Finished(Result<(), DockerError>),
+    DeadlineHit,
+    Stopped,
 }
 
 fn time_now_seconds() -> i64 {
@@ -62,12 +83,17 @@ pub struct Sandbox {
     image: String,
     host_config: HostConfig,
     scheduler_id: String,
+    deployment: String,
 }
 
 impl Sandbox {
     /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
     /// speaks, and checks that the sandbox image is there.
-    pub async fn connect(config: &Config, scheduler_id: &str) -> anyhow::Result<Sandbox> {
+    pub async fn connect(
+        config: &Config,
+        scheduler_id: &str,
+        deployment: &str,
+    ) -> anyhow::Result<Sandbox> {
         let docker = bollard::Docker::connect_with_defaults()?
             .negotiate_version()
             .await?;
@@ -83,6 +109,7 @@ impl Sandbox {
             image: config.sandbox_image.clone(),
             host_config: host_config(config),
             scheduler_id: scheduler_id.to_string(),
+            deployment: deployment.to_string(),
         })
     }
 
@@ -95,15 +122,18 @@ impl Sandbox {
         stdin: &[u8],
         deadline: Duration,
         max_stdout: usize,
+        stop: &CancellationToken,
     ) -> Result<SandboxRun, DockerError> {
         let name = format!("texfleet-{job_id}-{attempt}");
+        let cmd = [SUPERVISOR];
         self.run_container(
             &name,
             &job_id.to_string(),
-            &[SUPERVISOR],
+            &cmd,
             stdin,
             deadline,
             max_stdout,
+            stop,
         )
         .await
     }
@@ -112,15 +142,11 @@ impl Sandbox {
     pub async fn check(&self, stdin: &[u8]) -> Result<SandboxRun, DockerError> {
         let label = format!("check-{}", Uuid::new_v4());
         let name = format!("texfleet-{label}");
-        self.run_container(
-            &name,
-            &label,
-            &[SUPERVISOR, CHECK_ARG],
-            stdin,
-            Duration::from_secs(30),
-            1024 * 1024,
-        )
-        .await
+        let cmd = [SUPERVISOR, CHECK_ARG];
+        let never = CancellationToken::new();
+        let deadline = Duration::from_secs(30);
+        self.run_container(&name, &label, &cmd, stdin, deadline, 1024 * 1024, &never)
+            .await
     }
 
     async fn run_container(
@@ -131,10 +157,12 @@ impl Sandbox {
         stdin: &[u8],
         deadline: Duration,
         max_stdout: usize,
+        stop: &CancellationToken,
     ) -> Result<SandboxRun, DockerError> {
         let labels = HashMap::from([
             (JOB_LABEL.to_string(), job_label.to_string()),
             (SCHEDULER_LABEL.to_string(), self.scheduler_id.clone()),
+            (DEPLOYMENT_LABEL.to_string(), self.deployment.clone()),
         ]);
         let body = ContainerCreateBody {
             image: Some(self.image.clone()),
@@ -155,7 +183,7 @@ impl Sandbox {
         let options = CreateContainerOptionsBuilder::default().name(name).build();
         let container = self.docker.create_container(Some(options), body).await?.id;
         let result = self
-            .attach_and_run(&container, stdin, deadline, max_stdout)
+            .attach_and_run(&container, stdin, deadline, max_stdout, stop)
             .await;
         if let Err(error) = self.remove(&container).await {
             tracing::error!(%error, container, "could not remove sandbox container");
@@ -163,40 +191,30 @@ impl Sandbox {
         result
     }
 
-    /// Removes sandbox containers that no compile of ours is using: those labelled with our
-    /// scheduler id but not in `active` (left by a crash of a process with the same id), and
-    /// those of any scheduler older than `max_age`, which no compile can legitimately reach.
-    pub async fn remove_orphans(
-        &self,
-        active: &HashSet<String>,
-        max_age: Duration,
-    ) -> Result<usize, DockerError> {
-        let filters = HashMap::from([("label", vec![JOB_LABEL.to_string()])]);
+    /// Every sandbox container of this deployment on this Docker host, of any scheduler.
+    pub async fn list_sandboxes(&self) -> Result<Vec<SandboxContainer>, DockerError> {
+        let deployment = format!("{DEPLOYMENT_LABEL}={}", self.deployment);
+        let filters = HashMap::from([("label", vec![JOB_LABEL.to_string(), deployment])]);
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
             .build();
         let now = time_now_seconds();
-        let mut removed = 0;
-        for container in self.docker.list_containers(Some(options)).await? {
-            let Some(id) = container.id else { continue };
-            let labels = container.labels.unwrap_or_default();
-            let ours = labels.get(SCHEDULER_LABEL) == Some(&self.scheduler_id);
-            let job = labels.get(JOB_LABEL).cloned().unwrap_or_default();
-            let age = now.saturating_sub(container.created.unwrap_or(now));
-            let orphan = (ours && !active.contains(&job)) || age > max_age.as_secs() as i64;
-            if orphan {
-                tracing::warn!(
-                    container = id,
-                    job,
-                    age,
-                    "removing orphaned sandbox container"
-                );
-                self.remove(&id).await?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        Ok(self
+            .docker
+            .list_containers(Some(options))
+            .await?
+            .into_iter()
+            .filter_map(|container| {
+                let labels = container.labels.unwrap_or_default();
+                Some(SandboxContainer {
+                    id: container.id?,
+                    job: labels.get(JOB_LABEL).cloned().unwrap_or_default(),
+                    scheduler: labels.get(SCHEDULER_LABEL).cloned().unwrap_or_default(),
+                    age_seconds: now.saturating_sub(container.created.unwrap_or(now)),
+                })
+            })
+            .collect())
     }
 
     async fn attach_and_run(
@@ -205,6 +223,7 @@ impl Sandbox {
         stdin: &[u8],
         deadline: Duration,
         max_stdout: usize,
+        stop: &CancellationToken,
     ) -> Result<SandboxRun, DockerError> {
         let options = AttachContainerOptionsBuilder::default()
             .stdin(true)
@@ -241,12 +260,21 @@ impl Sandbox {
             }
             Ok::<_, DockerError>(())
         };
-        let finished_in_time = tokio::time::timeout(deadline, exchange).await;
-        match finished_in_time {
-            Ok(result) => result?,
-            Err(_elapsed) => run.deadline_hit = true,
+        // Whichever comes first: the sandbox is done, our deadline, or the job is taken from us
+        // (pushed by a notification, so a cancelled compile dies at once).
+        let ended = tokio::select! {
+            result = tokio::time::timeout(deadline, exchange) => match result {
+                Ok(finished) => Ended::Finished(finished),
+                Err(_elapsed) => Ended::DeadlineHit,
+            },
+            _ = stop.cancelled() => Ended::Stopped,
+        };
+        match ended {
+            Ended::Finished(result) => result?,
+            Ended::DeadlineHit => run.deadline_hit = true,
+            Ended::Stopped => run.stopped = true,
         }
-        if run.deadline_hit || run.stdout_overflowed {
+        if run.deadline_hit || run.stdout_overflowed || run.stopped {
             self.kill(container).await;
         }
         // Stdout closing does not mean the container is gone; wait so that its state is final.
@@ -266,7 +294,8 @@ impl Sandbox {
         }
     }
 
-    async fn remove(&self, container: &str) -> Result<(), DockerError> {
+    /// Kills and removes a container with its anonymous volumes.
+    pub async fn remove(&self, container: &str) -> Result<(), DockerError> {
         let options = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)

@@ -1,36 +1,85 @@
 //! The scheduler daemon: claims queued jobs and compiles each in its own sandbox container.
 //!
-//! - [`docker`]: every Docker call (create, attach, kill, remove);
-//! - [`compile`]: one job from claim to recorded outcome;
+//! - [`docker`]: every Docker call (create, attach, kill, remove, list);
+//! - [`compile`]: one job from claim to recorded outcome, with its lease heartbeat;
 //! - [`collect`]: reading results out of the sandbox without trusting them;
-//! - [`diagnostics`]: errors and warnings from the TeX log.
+//! - [`diagnostics`]: errors and warnings from the TeX log;
+//! - [`upkeep`]: lease rescue, leftover containers and retention, on timers.
 //!
 //! The claim loop below keeps at most `slots` compiles running. It sleeps until a job is
 //! queued (LISTEN/NOTIFY), a compile finishes, or the slow fallback poll fires; it never spins.
+//! A notification that a job reached a final state (the client cancelled it) stops its compile.
 
 pub mod collect;
 pub mod compile;
 pub mod diagnostics;
 pub mod docker;
+pub mod upkeep;
 
-use compile::Context;
-use std::collections::HashSet;
+use compile::{Context, JobStop, StopReason};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use texfleet_core::db;
+use texfleet_core::db::{self, Notification};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::sync::{Notify, Semaphore};
+use uuid::Uuid;
 
-/// Runs the scheduler until `shutdown` resolves, then waits for running compiles to end.
+/// The compiles this scheduler is running, each with its stop signal.
+#[derive(Default)]
+pub struct RunningJobs {
+    jobs: Mutex<HashMap<Uuid, Arc<JobStop>>>,
+}
+
+impl RunningJobs {
+    fn start(&self, id: Uuid) -> Arc<JobStop> {
+        let stop = Arc::new(JobStop::default());
+        self.jobs
+            .lock()
+            .expect("running jobs")
+            .insert(id, stop.clone());
+        stop
+    }
+
+    fn finish(&self, id: Uuid) {
+        self.jobs.lock().expect("running jobs").remove(&id);
+    }
+
+    fn stop(&self, id: Uuid, reason: StopReason) {
+        if let Some(stop) = self.jobs.lock().expect("running jobs").get(&id) {
+            stop.stop(reason);
+        }
+    }
+
+    fn stop_all(&self, reason: StopReason) {
+        for stop in self.jobs.lock().expect("running jobs").values() {
+            stop.stop(reason);
+        }
+    }
+
+    pub fn ids(&self) -> Vec<Uuid> {
+        self.jobs
+            .lock()
+            .expect("running jobs")
+            .keys()
+            .copied()
+            .collect()
+    }
+}
+
+/// Runs the scheduler until `shutdown` resolves. Then it stops claiming, lets running compiles
+/// finish for `shutdown_grace_seconds`, and hands the rest back to the queue.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let owner = config.scheduler_id();
     let slots = config.scheduler_slots();
+    let pool = db::pool(&config)?;
+    let deployment = db::deployment_id(&pool).await?.to_string();
     let context = Arc::new(Context {
-        pool: db::pool(&config)?,
+        sandbox: docker::Sandbox::connect(&config, &owner, &deployment).await?,
+        pool,
         storage: Storage::new(&config),
-        sandbox: docker::Sandbox::connect(&config, &owner).await?,
         owner: owner.clone(),
         config: config.clone(),
     });
@@ -42,33 +91,52 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     );
 
     let wake = Arc::new(Notify::new());
+    let running = Arc::new(RunningJobs::default());
     let listener = tokio::spawn(db::listen(
         config.database_url.clone(),
-        db::JOBS_QUEUED_CHANNEL,
-        wake.clone(),
+        &[db::JOBS_QUEUED_CHANNEL, db::JOBS_FINISHED_CHANNEL],
+        {
+            let (wake, running) = (wake.clone(), running.clone());
+            move |notification: Notification| match notification.channel.as_str() {
+                db::JOBS_QUEUED_CHANNEL => wake.notify_one(),
+                _ => {
+                    if let Ok(id) = Uuid::parse_str(&notification.payload) {
+                        running.stop(id, StopReason::Cancelled);
+                    }
+                }
+            }
+        },
     ));
+    let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let free_slots = Arc::new(Semaphore::new(slots));
     let poll_interval = Duration::from_secs(config.poll_interval_seconds);
-    let active = Arc::new(Mutex::new(HashSet::new()));
-    let janitor = tokio::spawn(remove_orphans_periodically(context.clone(), active.clone()));
     tokio::pin!(shutdown);
 
     loop {
         let free = free_slots.available_permits();
         let mut claimed = 0;
         if free > 0 {
-            match db::claim_jobs(&context.pool, &owner, config.lease_seconds, free).await {
+            let per_project = config.max_running_per_project;
+            match db::claim_jobs(
+                &context.pool,
+                &owner,
+                config.lease_seconds,
+                free,
+                per_project,
+            )
+            .await
+            {
                 Ok(jobs) => {
                     claimed = jobs.len();
                     for job in jobs {
                         let permit = free_slots.clone().try_acquire_owned()?;
-                        let (context, wake, active) =
-                            (context.clone(), wake.clone(), active.clone());
-                        let job_label = job.id.to_string();
-                        active.lock().expect("active set").insert(job_label.clone());
+                        let stop = running.start(job.id);
+                        let (context, wake, running) =
+                            (context.clone(), wake.clone(), running.clone());
                         tokio::spawn(async move {
-                            compile::process(&context, job).await;
-                            active.lock().expect("active set").remove(&job_label);
+                            let id = job.id;
+                            compile::process(&context, job, &stop).await;
+                            running.finish(id);
                             drop(permit);
                             wake.notify_one();
                         });
@@ -88,39 +156,29 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     }
 
-    listener.abort();
-    janitor.abort();
-    tracing::info!("scheduler stopping; waiting for running compiles");
-    let _all = free_slots.acquire_many(slots as u32).await?;
-    Ok(())
-}
-
-/// How often leftover sandbox containers are looked for (also once at start).
-const ORPHAN_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
-
-/// Removes sandbox containers no running compile owns: at start (what a crashed process with
-/// our id left) and then on a timer (containers of any scheduler that outlived every limit).
-async fn remove_orphans_periodically(context: Arc<Context>, active: Arc<Mutex<HashSet<String>>>) {
-    let config = &context.config;
-    let max_age = Duration::from_secs(
-        u64::from(config.max_timeout_seconds + config.kill_grace_seconds) + 120,
+    upkeep.abort();
+    let grace = Duration::from_secs(config.shutdown_grace_seconds);
+    tracing::info!(
+        ?grace,
+        running = running.ids().len(),
+        "scheduler stopping; no new claims"
     );
-    let mut ticks = tokio::time::interval(ORPHAN_SWEEP_INTERVAL);
-    loop {
-        ticks.tick().await;
-        let active_now = active.lock().expect("active set").clone();
-        match context.sandbox.remove_orphans(&active_now, max_age).await {
-            Ok(0) => {}
-            Ok(removed) => tracing::warn!(removed, "removed orphaned sandbox containers"),
-            Err(error) => tracing::warn!(%error, "could not look for orphaned sandbox containers"),
-        }
+    if tokio::time::timeout(grace, free_slots.acquire_many(slots as u32))
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over; handing running jobs back to the queue");
+        running.stop_all(StopReason::Shutdown);
+        let _all = free_slots.acquire_many(slots as u32).await?;
     }
+    listener.abort();
+    Ok(())
 }
 
 /// Runs the supervisor's self-check in a sandbox configured like a job's and returns what it
 /// found, property by property (`texfleet sandbox check`).
 pub async fn check_sandbox(config: &Config) -> anyhow::Result<Vec<texfleet_sandbox::Check>> {
-    let sandbox = docker::Sandbox::connect(config, &config.scheduler_id()).await?;
+    let sandbox = docker::Sandbox::connect(config, &config.scheduler_id(), "sandbox-check").await?;
     let spec = texfleet_sandbox::CheckSpec {
         uid: docker::SANDBOX_UID,
         memory_bytes: config.sandbox_memory_mb * 1024 * 1024,

@@ -2,9 +2,9 @@
 //! inside a container configured like a job's, and leftover containers are swept away.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use texfleet_core::Config;
-use texfleet_e2e::{containers_of_job, TestApp};
+use texfleet_e2e::{containers_of_job, eventually, SchedulerProcess, TestApp};
 
 /// Each layer the sandbox must have, by the name `texfleet sandbox check` reports it under.
 const LAYERS: &[&str] = &[
@@ -42,22 +42,24 @@ async fn every_isolation_layer_is_in_force_inside_a_sandbox() {
     assert!(failed.is_empty(), "layers missing: {failed:#?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_scheduler_removes_containers_its_predecessor_left_behind() {
-    let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
+/// A container of this deployment left by a crashed process with the same scheduler id.
+async fn leftover(
+    docker: &bollard::Docker,
+    image: &str,
+    scheduler: &str,
+    deployment: &str,
+) -> String {
     let job_label = format!("orphan-{}", uuid::Uuid::new_v4());
-    let config = Config::load(None).unwrap();
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
     let labels = HashMap::from([
         ("org.texfleet.job".to_string(), job_label.clone()),
-        ("org.texfleet.scheduler".to_string(), scheduler_id.clone()),
+        ("org.texfleet.scheduler".to_string(), scheduler.to_string()),
+        (
+            "org.texfleet.deployment".to_string(),
+            deployment.to_string(),
+        ),
     ]);
     let body = bollard::models::ContainerCreateBody {
-        image: Some(config.sandbox_image.clone()),
+        image: Some(image.to_string()),
         cmd: Some(vec!["sleep".into(), "300".into()]),
         labels: Some(labels),
         network_disabled: Some(true),
@@ -65,17 +67,53 @@ async fn a_scheduler_removes_containers_its_predecessor_left_behind() {
     };
     let created = docker.create_container(None, body).await.unwrap();
     docker.start_container(&created.id, None).await.unwrap();
-    assert_eq!(containers_of_job(&job_label).await.len(), 1);
+    job_label
+}
 
-    let _app = TestApp::spawn_with(|config| config.scheduler_id = scheduler_id.clone()).await;
-    let started = Instant::now();
-    while !containers_of_job(&job_label).await.is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the orphan was not removed"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_others() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let client = app.pool.get().await.unwrap();
+    let deployment: uuid::Uuid = client
+        .query_one("SELECT id FROM deployment", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let image = &app.config.sandbox_image;
+    let ours = leftover(&docker, image, &scheduler_id, &deployment.to_string()).await;
+    let other_deployment = leftover(
+        &docker,
+        image,
+        &scheduler_id,
+        &uuid::Uuid::new_v4().to_string(),
+    )
+    .await;
+    assert_eq!(containers_of_job(&ours).await.len(), 1);
+
+    let _scheduler = SchedulerProcess::spawn(&app.config, &scheduler_id);
+    eventually(Duration::from_secs(30), "the orphan is removed", || async {
+        containers_of_job(&ours).await.is_empty()
+    })
+    .await;
+    let untouched = containers_of_job(&other_deployment).await;
+    assert_eq!(
+        untouched.len(),
+        1,
+        "another deployment's container was removed"
+    );
+    let options = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .build();
+    docker
+        .remove_container(&untouched[0], Some(options))
+        .await
+        .unwrap();
 }
 
 /// gVisor (`runsc`), when the engine has it registered (`./dev/up` registers it where it can):

@@ -1,0 +1,67 @@
+//! Waiting for jobs to finish, for `Prefer: wait`. One LISTEN connection per API process
+//! receives every "job finished" notification and fans it out to the waiting requests, so a
+//! waiting request holds no database connection and nobody polls.
+
+use crate::problem::Problem;
+use std::future::Future;
+use std::time::Duration;
+use texfleet_core::db::{self, Notification};
+use texfleet_core::model::Job;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+#[derive(Clone)]
+pub struct JobEvents {
+    finished: broadcast::Sender<Uuid>,
+}
+
+impl JobEvents {
+    /// Starts listening on `database_url`; notifications missed during a reconnect are
+    /// announced as the nil id, on which every waiter looks again.
+    pub fn listen(database_url: String) -> JobEvents {
+        let (finished, _) = broadcast::channel(1024);
+        let sender = finished.clone();
+        tokio::spawn(db::listen(
+            database_url,
+            &[db::JOBS_FINISHED_CHANNEL],
+            move |n: Notification| {
+                let id = Uuid::parse_str(&n.payload).unwrap_or(Uuid::nil());
+                let _ = sender.send(id);
+            },
+        ));
+        JobEvents { finished }
+    }
+
+    /// Returns `job` once it is terminal or `limit` has passed, re-reading it with `fetch`
+    /// whenever a notification may concern it.
+    pub async fn wait_until_terminal<F, Fut>(
+        &self,
+        job: Job,
+        limit: Duration,
+        fetch: F,
+    ) -> Result<Job, Problem>
+    where
+        F: Fn(Uuid) -> Fut,
+        Fut: Future<Output = Result<Job, Problem>>,
+    {
+        let deadline = Instant::now() + limit;
+        // Subscribe before the first re-read, so that no notification falls between the two.
+        let mut finished = self.finished.subscribe();
+        let id = job.id;
+        let mut job = if job.status.is_terminal() {
+            job
+        } else {
+            fetch(id).await?
+        };
+        while !job.status.is_terminal() {
+            match tokio::time::timeout_at(deadline, finished.recv()).await {
+                Err(_wait_over) => break,
+                Ok(Ok(other)) if other != id && !other.is_nil() => continue,
+                // Ours, a reconnect, or notifications lost to lag: look again.
+                Ok(_) => job = fetch(id).await?,
+            }
+        }
+        Ok(job)
+    }
+}
