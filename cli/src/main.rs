@@ -3,6 +3,8 @@
 //! Servers (`api`, `scheduler`) and operator commands (`migrate`, `project`, `token`) share the
 //! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
 
+mod soak;
+
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -50,6 +52,8 @@ enum Command {
     /// Inspect the sandbox.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Submit a mixed load through the API and report how every job ended.
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Subcommand)]
@@ -117,6 +121,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token(command) => token_command(&config, command).await,
+        Command::Soak(args) => soak::run(args).await,
         Command::Sandbox(SandboxCommand::Check) => {
             let checks = texfleet_scheduler::check_sandbox(&config).await?;
             for check in &checks {

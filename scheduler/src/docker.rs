@@ -304,6 +304,19 @@ impl Sandbox {
     }
 }
 
+/// How many sandbox containers of any deployment exist on the `DOCKER_HOST` engine.
+pub async fn count_sandbox_containers() -> Result<usize, DockerError> {
+    let docker = bollard::Docker::connect_with_defaults()?
+        .negotiate_version()
+        .await?;
+    let filters = HashMap::from([("label", vec![JOB_LABEL.to_string()])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    Ok(docker.list_containers(Some(options)).await?.len())
+}
+
 /// The isolation every sandbox gets. Docker's defaults are not enough for hostile input:
 /// no network, no capabilities, no privilege gain, our own seccomp allowlist, a read-only root,
 /// memory with no extra swap, bounded pids and CPU, small tmpfs mounts that cannot hold

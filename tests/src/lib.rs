@@ -324,6 +324,17 @@ impl SchedulerProcess {
         self.child.wait().unwrap();
     }
 
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        self.child.wait().unwrap()
+    }
+
     /// How many times this scheduler uploaded each job's PDF, from its log.
     pub fn uploads(&self) -> std::collections::HashMap<String, usize> {
         let mut uploads = std::collections::HashMap::new();

@@ -1,0 +1,139 @@
+//! `texfleet soak`: a mixed load (documents that succeed, fail and time out) submitted at a
+//! steady rate through the API, then a report of how every job ended, how many sandbox
+//! containers are left and how much memory the scheduler holds. Exits non-zero when any job
+//! ended other than expected or a container is left. `./dev/test` runs a short one.
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+#[derive(clap::Args)]
+pub struct SoakArgs {
+    /// Jobs to submit.
+    #[arg(long, default_value_t = 60)]
+    jobs: usize,
+    /// Submissions per second.
+    #[arg(long, default_value_t = 5.0)]
+    rate: f64,
+    #[arg(long, env = "TEXFLEET_URL")]
+    url: String,
+    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
+    token: String,
+    #[arg(long, env = "TEXFLEET_PROJECT")]
+    project: Uuid,
+    /// The scheduler's pid, to report its resident memory.
+    #[arg(long)]
+    scheduler_pid: Option<u32>,
+}
+
+/// (name, document, timeout, the status it must end in)
+const KINDS: [(&str, &str, u32, &str); 3] = [
+    (
+        "good",
+        "\\documentclass{article}\\begin{document}Soak\\end{document}",
+        30,
+        "Succeeded",
+    ),
+    (
+        "broken",
+        "\\documentclass{article}\\begin{document}\\undefined\\end{document}",
+        30,
+        "Failed",
+    ),
+    ("slow", "\\loop\\iftrue\\repeat", 2, "TimedOut"),
+];
+
+pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / args.rate.max(0.01));
+    let mut submitted = Vec::new();
+    for i in 0..args.jobs {
+        let (kind, document, timeout, expected) = KINDS[i % KINDS.len()];
+        let body = json!({ "project_id": args.project, "input_latex": document, "timeout_seconds": timeout });
+        let response = http
+            .post(format!("{}/compile", args.url))
+            .bearer_auth(&args.token)
+            .json(&body)
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status() == 202,
+            "submission {i} answered {}",
+            response.status()
+        );
+        let job: Value = response.json().await?;
+        submitted.push((
+            job["id"].as_str().context("job id")?.to_string(),
+            kind,
+            expected,
+        ));
+        tokio::time::sleep(interval).await;
+    }
+    let submit_seconds = started.elapsed().as_secs_f64();
+
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut unexpected = Vec::new();
+    for (id, kind, expected) in &submitted {
+        let status = wait_terminal(&http, &args, id).await?;
+        *counts.entry(status.clone()).or_default() += 1;
+        if status != *expected {
+            unexpected.push(format!(
+                "{kind} job {id} ended {status}, expected {expected}"
+            ));
+        }
+    }
+    let containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+    println!(
+        "jobs: {} submitted in {submit_seconds:.1} s, all terminal after {:.1} s",
+        submitted.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for (status, count) in &counts {
+        println!("  {status:<10} {count}");
+    }
+    println!("sandbox containers left: {containers}");
+    if let Some(pid) = args.scheduler_pid {
+        println!(
+            "scheduler resident memory: {}",
+            resident_memory(pid).unwrap_or_else(|| "unknown".into())
+        );
+    }
+    for line in &unexpected {
+        println!("unexpected: {line}");
+    }
+    anyhow::ensure!(
+        unexpected.is_empty() && containers == 0,
+        "the soak found problems"
+    );
+    Ok(())
+}
+
+async fn wait_terminal(
+    http: &reqwest::Client,
+    args: &SoakArgs,
+    id: &str,
+) -> anyhow::Result<String> {
+    loop {
+        let job: Value = http
+            .get(format!("{}/compile/{id}", args.url))
+            .bearer_auth(&args.token)
+            .header("Prefer", "wait=60")
+            .send()
+            .await?
+            .json()
+            .await?;
+        let status = job["status"].as_str().context("job status")?;
+        if status != "Queued" && status != "Running" {
+            return Ok(status.to_string());
+        }
+    }
+}
+
+fn resident_memory(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.trim_start_matches("VmRSS:").trim().to_string())
+}
