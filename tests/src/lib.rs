@@ -22,6 +22,7 @@ pub struct TestApp {
     pub storage: Storage,
     pub pool: db::Pool,
     stop: Vec<oneshot::Sender<()>>,
+    scheduler: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TestApp {
@@ -55,6 +56,8 @@ impl TestApp {
         config.scheduler_slots = 2;
         config.kill_grace_seconds = 3;
         config.database_pool_size = 4;
+        // A test's end stops its scheduler; running compiles are then stopped at once.
+        config.shutdown_grace_seconds = 0;
         adjust(&mut config);
         db::migrate(&config.database_url).await.expect("migrations");
 
@@ -70,13 +73,14 @@ impl TestApp {
             let _ = api_stopped.await;
         }));
         let mut stop = vec![stop_api];
+        let mut scheduler = None;
         if with_scheduler {
             let (stop_scheduler, scheduler_stopped) = oneshot::channel::<()>();
             let mut scheduler_config = config.clone();
             if scheduler_config.scheduler_id.is_empty() {
                 scheduler_config.scheduler_id = format!("test-{}", Uuid::new_v4());
             }
-            tokio::spawn(async move {
+            scheduler = Some(tokio::spawn(async move {
                 let result = texfleet_scheduler::run(scheduler_config, async {
                     let _ = scheduler_stopped.await;
                 })
@@ -84,7 +88,7 @@ impl TestApp {
                 if let Err(error) = result {
                     panic!("scheduler failed: {error:#}");
                 }
-            });
+            }));
             stop.push(stop_scheduler);
         }
 
@@ -97,6 +101,7 @@ impl TestApp {
             http: reqwest::Client::new(),
             pool,
             stop,
+            scheduler,
         }
     }
 
@@ -166,9 +171,17 @@ impl TestApp {
 }
 
 impl Drop for TestApp {
+    /// Stops the API and the scheduler, and waits for the scheduler to stop its compiles and
+    /// remove their containers, so that no test leaves a container behind (tests run on the
+    /// multi-threaded runtime, where blocking here is allowed).
     fn drop(&mut self) {
         for stop in self.stop.drain(..) {
             let _ = stop.send(());
+        }
+        if let Some(scheduler) = self.scheduler.take() {
+            tokio::task::block_in_place(|| {
+                let _ = tokio::runtime::Handle::current().block_on(scheduler);
+            });
         }
     }
 }
@@ -358,9 +371,14 @@ impl SchedulerProcess {
 }
 
 impl Drop for SchedulerProcess {
+    /// A graceful stop (SIGTERM), so that a running compile's container is removed.
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let _ = self.child.wait();
+        }
     }
 }
 
