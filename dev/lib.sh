@@ -13,6 +13,7 @@ garage_admin_port=39003
 api_port=18080
 
 garage_version=2.5.0
+schemathesis_version=4.32.5
 bin="$root/target/debug/texfleet"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -6,7 +6,11 @@ use crate::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use texfleet_core::{db, token};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter as GovernorLimiter};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use texfleet_core::{db, token, Config};
 use uuid::Uuid;
 
 /// The project the request's token belongs to.
@@ -31,12 +35,40 @@ impl FromRequestParts<AppState> for Authenticated {
             .ok_or_else(|| {
                 Problem::unauthorized("the Authorization header must be 'Bearer <token>'")
             })?;
+        let token_hash = token::hash(token);
         let client = state.pool.get().await.map_err(db::DbError::from)?;
-        match db::authenticate(&**client, &token::hash(token)).await? {
-            Some(project_id) => Ok(Authenticated { project_id }),
-            None => Err(Problem::unauthorized(
-                "the token is unknown, revoked or expired",
-            )),
-        }
+        let project_id = db::authenticate(&**client, &token_hash)
+            .await?
+            .ok_or_else(|| Problem::unauthorized("the token is unknown, revoked or expired"))?;
+        state.rate_limiter.check(token_hash)?;
+        Ok(Authenticated { project_id })
+    }
+}
+
+/// Requests per token: a token bucket per token (governor's GCRA), in this API process.
+#[derive(Clone)]
+pub struct RateLimiter {
+    limiter: Option<Arc<DefaultKeyedRateLimiter<Vec<u8>>>>,
+}
+
+impl RateLimiter {
+    pub fn new(config: &Config) -> RateLimiter {
+        let limiter = NonZeroU32::new(config.rate_limit_per_second).map(|rate| {
+            let burst = NonZeroU32::new(config.rate_limit_burst).unwrap_or(rate);
+            Arc::new(GovernorLimiter::keyed(
+                Quota::per_second(rate).allow_burst(burst),
+            ))
+        });
+        RateLimiter { limiter }
+    }
+
+    fn check(&self, token_hash: Vec<u8>) -> Result<(), Problem> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check_key(&token_hash).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            Problem::rate_limited(wait.as_secs_f64().ceil() as u64)
+        })
     }
 }

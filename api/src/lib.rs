@@ -14,14 +14,18 @@ pub mod request;
 pub mod routes;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
-use axum::Router;
+use axum::routing::get;
+use axum::{Json, Router};
 use std::future::Future;
 use std::sync::Arc;
 use texfleet_core::db::{self, Pool};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::net::TcpListener;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -29,17 +33,47 @@ pub struct AppState {
     pub storage: Storage,
     pub config: Arc<Config>,
     pub events: events::JobEvents,
+    pub rate_limiter: auth::RateLimiter,
 }
 
+/// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "texfleet", description = "A sandboxed LaTeX compile service (CONTRACT.md)."),
+    modifiers(&BearerAuth),
+    components(schemas(problem::ProblemBody, problem::FieldError))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build();
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// The routes with their handlers and the OpenAPI document generated from the same handlers,
+/// so that the document cannot drift from what the API does.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.max_body_bytes;
-    Router::new()
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
-        .route("/compile", post(routes::submit))
-        .route("/compile/{id}", get(routes::get_job).delete(routes::cancel))
-        .route("/compile/{id}/pdf", get(routes::get_pdf))
-        .route("/compile/{id}/log", get(routes::get_log))
+    let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(routes::healthz))
+        .routes(routes!(routes::readyz))
+        .routes(routes!(routes::submit))
+        .routes(routes!(routes::get_job, routes::cancel))
+        .routes(routes!(routes::get_pdf))
+        .routes(routes!(routes::get_log))
+        .routes(routes!(routes::list))
+        .split_for_parts();
+    let openapi = Arc::new(openapi);
+    router
+        .route(
+            "/openapi.json",
+            get(move || async move { Json(openapi.as_ref().clone()) }),
+        )
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -54,9 +88,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let state = AppState {
-        pool: db::pool(&config)?,
+        pool: db::pool(&config, config.api_database_url())?,
         storage: Storage::new(&config),
-        events: events::JobEvents::listen(config.database_url.clone()),
+        events: events::JobEvents::listen(config.api_database_url().to_string()),
+        rate_limiter: auth::RateLimiter::new(&config),
         config: Arc::new(config),
     };
     tracing::info!(addr = %listener.local_addr()?, "api listening");

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use texfleet_core::db::DbError;
 use texfleet_core::storage::StorageError;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 tokio::task_local! {
@@ -33,7 +34,7 @@ pub async fn request_id(request: Request, next: Next) -> Response {
     response
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FieldError {
     pub field: String,
     pub message: String,
@@ -134,6 +135,17 @@ impl Problem {
         Problem::new(StatusCode::CONFLICT, "conflict", detail)
     }
 
+    pub fn rate_limited(retry_after_seconds: u64) -> Problem {
+        Problem {
+            retry_after: Some(retry_after_seconds.max(1)),
+            ..Problem::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                "too many requests for this token; slow down",
+            )
+        }
+    }
+
     pub fn queue_full(limit: i64) -> Problem {
         Problem {
             retry_after: Some(RETRY_AFTER_QUEUE_FULL),
@@ -161,28 +173,37 @@ impl Problem {
     }
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// An error, as RFC 9457 `application/problem+json`.
+#[derive(Serialize, ToSchema)]
+pub struct ProblemBody {
+    /// `urn:texfleet:problem:<code>`.
     #[serde(rename = "type")]
-    type_uri: String,
-    title: &'a str,
-    status: u16,
-    detail: &'a str,
-    code: &'a str,
-    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
-    errors: &'a [FieldError],
-    request_id: String,
+    pub type_uri: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable machine-readable code (CONTRACT.md's error table).
+    pub code: String,
+    /// The fields that were wrong, for `validation_failed`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// The request's id, also in the `X-Request-Id` header.
+    pub request_id: String,
 }
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = Body {
+        let body = ProblemBody {
             type_uri: format!("urn:texfleet:problem:{}", self.code),
-            title: self.status.canonical_reason().unwrap_or("Error"),
+            title: self
+                .status
+                .canonical_reason()
+                .unwrap_or("Error")
+                .to_string(),
             status: self.status.as_u16(),
-            detail: &self.detail,
-            code: self.code,
-            errors: &self.errors,
+            detail: self.detail,
+            code: self.code.to_string(),
+            errors: self.errors,
             request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();

@@ -4,11 +4,15 @@
 use crate::problem::FieldError;
 use axum::http::HeaderMap;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::collections::HashSet;
-use texfleet_core::model::{Engine, SourceFile, MAIN_FILE};
+use texfleet_core::db::ListPosition;
+use texfleet_core::model::{Engine, JobStatus, SourceFile, MAIN_FILE};
 use texfleet_core::validate::{check_path, MAX_FILES};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 const FIELDS: &[&str] = &[
@@ -405,5 +409,163 @@ mod header_tests {
         );
         assert!(idempotency_key(&headers(&[("idempotency-key", "has space")])).is_err());
         assert!(idempotency_key(&headers(&[("idempotency-key", &"k".repeat(256))])).is_err());
+    }
+}
+
+/// The body of `POST /compile`, as the OpenAPI document shows it. [`parse`] is what checks
+/// a body; a unit test keeps the two in step.
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::ToSchema)]
+pub struct CompileBody {
+    project_id: Uuid,
+    /// The main document (compiled as `main.tex`). Give this or `latex`.
+    input_latex: Option<String>,
+    /// Alias of `input_latex`.
+    latex: Option<String>,
+    engine: Option<Engine>,
+    /// Extra files beside the main document.
+    files: Option<Vec<FileBody>>,
+    /// Fail the job on the first LaTeX error. Default false.
+    halt_on_error: Option<bool>,
+    /// 1 to the operator's maximum (300 by default).
+    #[schema(minimum = 1)]
+    timeout_seconds: Option<u32>,
+}
+
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::ToSchema)]
+pub struct FileBody {
+    /// Relative path of components `[A-Za-z0-9._+-]`, not starting with `.` or `-`.
+    path: String,
+    /// UTF-8 content; give this or `content_base64`.
+    content: Option<String>,
+    content_base64: Option<String>,
+}
+
+/// The query of `GET /projects/{project_id}/compiles`.
+pub struct ListQuery {
+    pub status: Option<JobStatus>,
+    pub limit: i64,
+    pub after: Option<ListPosition>,
+}
+
+pub const DEFAULT_PAGE: i64 = 20;
+pub const MAX_PAGE: i64 = 100;
+
+pub fn parse_list_query(query: &HashMap<String, String>) -> Result<ListQuery, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    for key in query
+        .keys()
+        .filter(|k| !["status", "limit", "cursor"].contains(&k.as_str()))
+    {
+        errors.push(FieldError::new(key.clone(), "unknown query parameter"));
+    }
+    let status = query.get("status").filter(|s| !s.is_empty()).and_then(|s| {
+        let status = JobStatus::parse(s);
+        if status.is_none() {
+            errors.push(FieldError::new(
+                "status",
+                "must be one of Queued, Running, Succeeded, Failed, TimedOut, Cancelled",
+            ));
+        }
+        status
+    });
+    let limit = match query.get("limit").map(|l| l.parse::<i64>()) {
+        None => DEFAULT_PAGE,
+        Some(Ok(limit)) if (1..=MAX_PAGE).contains(&limit) => limit,
+        Some(_) => {
+            errors.push(FieldError::new(
+                "limit",
+                format!("must be an integer from 1 to {MAX_PAGE}"),
+            ));
+            DEFAULT_PAGE
+        }
+    };
+    let after = query
+        .get("cursor")
+        .filter(|c| !c.is_empty())
+        .and_then(|cursor| {
+            let position = decode_cursor(cursor);
+            if position.is_none() {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "is not a cursor this API returned",
+                ));
+            }
+            position
+        });
+    if errors.is_empty() {
+        Ok(ListQuery {
+            status,
+            limit,
+            after,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// An opaque cursor: the position of a page's last job, base64url of `<unix nanos>.<id>`.
+pub fn encode_cursor((created_at, id): ListPosition) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}.{id}", created_at.unix_timestamp_nanos()))
+}
+
+fn decode_cursor(cursor: &str) -> Option<ListPosition> {
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    let (nanos, id) = text.split_once('.')?;
+    let created_at = OffsetDateTime::from_unix_timestamp_nanos(nanos.parse().ok()?).ok()?;
+    Some((created_at, Uuid::parse_str(id).ok()?))
+}
+
+#[cfg(test)]
+mod contract_tests {
+    use super::*;
+    use utoipa::PartialSchema;
+
+    #[test]
+    fn the_documented_body_has_exactly_the_fields_parse_accepts() {
+        let schema = serde_json::to_value(CompileBody::schema()).unwrap();
+        let mut documented: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        documented.sort();
+        let mut accepted: Vec<String> = FIELDS.iter().map(|f| f.to_string()).collect();
+        accepted.sort();
+        assert_eq!(documented, accepted);
+        let file = serde_json::to_value(FileBody::schema()).unwrap();
+        let mut documented: Vec<&str> = file["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        documented.sort();
+        let mut accepted = FILE_FIELDS.to_vec();
+        accepted.sort();
+        assert_eq!(documented, accepted);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        let position = (
+            OffsetDateTime::from_unix_timestamp_nanos(1_795_000_000_123_456_000).unwrap(),
+            Uuid::new_v4(),
+        );
+        let query = HashMap::from([("cursor".to_string(), encode_cursor(position))]);
+        assert_eq!(parse_list_query(&query).ok().unwrap().after, Some(position));
+        let bad = HashMap::from([
+            ("cursor".to_string(), "nonsense".to_string()),
+            ("limit".to_string(), "500".to_string()),
+        ]);
+        let fields: Vec<String> = parse_list_query(&bad)
+            .err()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.field)
+            .collect();
+        assert_eq!(fields.len(), 2, "{fields:?}");
     }
 }

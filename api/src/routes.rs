@@ -1,31 +1,60 @@
 //! The handlers of CONTRACT.md's routes.
 
 use crate::auth::Authenticated;
-use crate::problem::Problem;
-use crate::request::{self, Limits};
+use crate::problem::{FieldError, Problem, ProblemBody};
+use crate::request::{self, CompileBody, Limits};
 use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::time::Duration;
 use texfleet_core::db::{self, Submitted};
 use texfleet_core::model::{Job, JobStatus, NewJob};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
+/// The process is alive.
+#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, description = "Alive")))]
 pub async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
+/// Postgres is reachable.
+#[utoipa::path(get, path = "/readyz", tag = "health", responses(
+    (status = 200, description = "Ready"),
+    (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, Problem> {
     db::ping(&state.pool).await?;
     Ok(Json(serde_json::json!({ "status": "ready" })))
 }
 
+/// Queue a compile job.
+#[utoipa::path(post, path = "/compile", tag = "compile", security(("bearer" = [])),
+    request_body(content = CompileBody, content_type = "application/json"),
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "1-255 visible ASCII characters"),
+        ("Prefer" = Option<String>, Header, description = "wait=<seconds> (at most 60)"),
+    ),
+    responses(
+        (status = 202, description = "Queued", body = Job),
+        (status = 200, description = "Terminal within the Prefer wait, or an idempotent replay", body = Job),
+        (status = 400, description = "The body is not JSON", content_type = "application/problem+json", body = ProblemBody),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The Idempotency-Key was used with another body", content_type = "application/problem+json", body = ProblemBody),
+        (status = 413, description = "The body is over the size limit", content_type = "application/problem+json", body = ProblemBody),
+        (status = 415, description = "The body is not application/json", content_type = "application/problem+json", body = ProblemBody),
+        (status = 422, description = "A field is missing or invalid", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
 pub async fn submit(
     State(state): State<AppState>,
     auth: Authenticated,
@@ -68,14 +97,18 @@ pub async fn submit(
         files: request.files,
     };
     let config = &state.config;
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let submitted = db::insert_job(
-        &state.pool,
+        &*transaction,
         &new_job,
         config.max_attempts,
         config.max_queued_per_project,
         idempotency,
     )
     .await?;
+    transaction.commit().await.map_err(db::DbError::from)?;
+    drop(client);
     let (job, status) = match submitted {
         Submitted::New(job) => {
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job queued");
@@ -105,6 +138,17 @@ pub async fn submit(
     Ok(response)
 }
 
+/// A job of the token's project.
+#[utoipa::path(get, path = "/compile/{id}", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id"),
+           ("Prefer" = Option<String>, Header, description = "wait=<seconds> (at most 60)")),
+    responses(
+        (status = 200, description = "The job", body = Job),
+        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
 pub async fn get_job(
     State(state): State<AppState>,
     auth: Authenticated,
@@ -115,14 +159,28 @@ pub async fn get_job(
     respond_after_wait(&state, &auth, job, StatusCode::OK, &headers).await
 }
 
+/// Cancel a queued or running job.
+#[utoipa::path(delete, path = "/compile/{id}", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "Cancelled", body = Job),
+        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job is already terminal", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
 pub async fn cancel(
     State(state): State<AppState>,
     auth: Authenticated,
     Path(id): Path<String>,
 ) -> Result<Json<Job>, Problem> {
     let id = Uuid::parse_str(&id).map_err(|_| Problem::not_found("no such job"))?;
-    let client = state.pool.get().await.map_err(db::DbError::from)?;
-    match db::cancel_job(&**client, auth.project_id, id).await? {
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, auth.project_id).await?;
+    let cancelled = db::cancel_job(&*transaction, auth.project_id, id).await?;
+    transaction.commit().await.map_err(db::DbError::from)?;
+    match cancelled {
         None => Err(Problem::not_found("no such job")),
         Some(Ok(job)) => {
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job cancelled");
@@ -150,8 +208,7 @@ async fn respond_after_wait(
     let job = state
         .events
         .wait_until_terminal(job, Duration::from_secs(seconds), |id| async move {
-            let client = state.pool.get().await.map_err(db::DbError::from)?;
-            db::get_job(&**client, auth.project_id, id)
+            read_job(state, auth, id)
                 .await?
                 .ok_or_else(|| Problem::not_found("no such job"))
         })
@@ -171,6 +228,17 @@ async fn respond_after_wait(
         .into_response())
 }
 
+/// The PDF of a Succeeded job, streamed from object storage.
+#[utoipa::path(get, path = "/compile/{id}/pdf", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The PDF", content_type = "application/pdf", body = Vec<u8>),
+        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job has not Succeeded", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
 pub async fn get_pdf(
     State(state): State<AppState>,
     auth: Authenticated,
@@ -200,6 +268,16 @@ pub async fn get_pdf(
     Ok(response)
 }
 
+/// The compile log of a finished job.
+#[utoipa::path(get, path = "/compile/{id}/log", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The log", content_type = "text/plain", body = String),
+        (status = 404, description = "No such job in this project, or no log yet", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
 pub async fn get_log(
     State(state): State<AppState>,
     auth: Authenticated,
@@ -216,6 +294,67 @@ pub async fn get_log(
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
 }
 
+/// A project's jobs, newest first.
+#[utoipa::path(get, path = "/projects/{project_id}/compiles", tag = "compile", security(("bearer" = [])),
+    params(
+        ("project_id" = String, Path, description = "Project id"),
+        ("status" = Option<JobStatus>, Query, description = "Only jobs in this state"),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20", minimum = 1, maximum = 100),
+        ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobPage),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
+        (status = 422, description = "A query parameter is invalid", content_type = "application/problem+json", body = ProblemBody),
+        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
+        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(project_id): Path<String>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<JobPage>, Problem> {
+    let project_id =
+        Uuid::parse_str(&project_id).map_err(|_| Problem::not_found("no such project"))?;
+    if project_id != auth.project_id {
+        return Err(Problem::forbidden(
+            "the token does not belong to this project",
+        ));
+    }
+    let Query(query) =
+        query.map_err(|e| Problem::validation(vec![FieldError::new("", e.body_text())]))?;
+    let query = request::parse_list_query(&query).map_err(Problem::validation)?;
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, auth.project_id).await?;
+    let (items, more) = db::list_jobs(
+        &*transaction,
+        project_id,
+        query.status,
+        query.after,
+        query.limit,
+    )
+    .await?;
+    let next_cursor = more
+        .then(|| {
+            items
+                .last()
+                .map(|job| request::encode_cursor((job.created_at, job.id)))
+        })
+        .flatten();
+    Ok(Json(JobPage { items, next_cursor }))
+}
+
+/// A page of a project's jobs.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct JobPage {
+    pub items: Vec<Job>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
 pub async fn not_found() -> Problem {
     Problem::not_found("no such route")
 }
@@ -229,10 +368,18 @@ pub async fn method_not_allowed() -> Problem {
 async fn find_job(state: &AppState, auth: &Authenticated, id: &str) -> Result<Job, Problem> {
     let missing = || Problem::not_found("no such job");
     let id = Uuid::parse_str(id).map_err(|_| missing())?;
-    let client = state.pool.get().await.map_err(db::DbError::from)?;
-    db::get_job(&**client, auth.project_id, id)
-        .await?
-        .ok_or_else(missing)
+    read_job(state, auth, id).await?.ok_or_else(missing)
+}
+
+/// Reads a job in a transaction bound to the caller's project (row-level security).
+async fn read_job(
+    state: &AppState,
+    auth: &Authenticated,
+    id: Uuid,
+) -> Result<Option<Job>, Problem> {
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, auth.project_id).await?;
+    Ok(db::get_job(&*transaction, auth.project_id, id).await?)
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

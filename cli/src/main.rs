@@ -3,6 +3,7 @@
 //! Servers (`api`, `scheduler`) and operator commands (`migrate`, `project`, `token`) share the
 //! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
 
+mod compile;
 mod soak;
 
 use anyhow::Context as _;
@@ -54,6 +55,8 @@ enum Command {
     Sandbox(SandboxCommand),
     /// Submit a mixed load through the API and report how every job ended.
     Soak(soak::SoakArgs),
+    /// Compile a document through a texfleet API (URL, token and project from flags or env).
+    Compile(compile::CompileArgs),
 }
 
 #[derive(Subcommand)]
@@ -115,13 +118,19 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Project(ProjectCommand::Create { name }) => {
-            let pool = db::pool(&config)?;
+            let pool = db::pool(&config, &config.database_url)?;
             let id = db::create_project(&**pool.get().await?, &name).await?;
             println!("{id}");
             Ok(())
         }
         Command::Token(command) => token_command(&config, command).await,
         Command::Soak(args) => soak::run(args).await,
+        Command::Compile(args) => {
+            if !compile::run(args).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Sandbox(SandboxCommand::Check) => {
             let checks = texfleet_scheduler::check_sandbox(&config).await?;
             for check in &checks {
@@ -137,7 +146,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn token_command(config: &Config, command: TokenCommand) -> anyhow::Result<()> {
-    let pool = db::pool(config)?;
+    let pool = db::pool(config, &config.database_url)?;
     let client = pool.get().await?;
     match command {
         TokenCommand::Create {

@@ -17,14 +17,23 @@ const CLIENT_VARIABLES: &[&str] = &["config", "log_format", "url", "token", "pro
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Postgres connection string (libpq key=value or URL form).
+    /// Postgres connection string of the owner role (libpq key=value or URL form): migrations
+    /// and the operator commands use it.
     pub database_url: String,
+    /// Connection string of the API's role (`texfleet_api`, under row-level security); empty
+    /// means `database_url`, which loses the isolation that Postgres enforces.
+    pub api_database_url: String,
+    /// Connection string of the scheduler's role (`texfleet_scheduler`); empty means `database_url`.
+    pub scheduler_database_url: String,
     /// Maximum connections in each process's Postgres pool.
     pub database_pool_size: usize,
     /// Address the API listens on.
     pub listen_addr: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Requests per second each token may make (0: no limit), and the burst above that rate.
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
 
     pub s3_endpoint: String,
     pub s3_region: String,
@@ -77,9 +86,13 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             database_url: "postgres://texfleet@127.0.0.1:5432/texfleet".into(),
+            api_database_url: String::new(),
+            scheduler_database_url: String::new(),
             database_pool_size: 16,
             listen_addr: "127.0.0.1:8080".into(),
             max_body_bytes: 20 * 1024 * 1024,
+            rate_limit_per_second: 50,
+            rate_limit_burst: 100,
             s3_endpoint: "http://127.0.0.1:3900".into(),
             s3_region: "garage".into(),
             s3_bucket: "texfleet".into(),
@@ -122,6 +135,14 @@ impl Config {
             .extract()
     }
 
+    pub fn api_database_url(&self) -> &str {
+        or_default(&self.api_database_url, &self.database_url)
+    }
+
+    pub fn scheduler_database_url(&self) -> &str {
+        or_default(&self.scheduler_database_url, &self.database_url)
+    }
+
     pub fn scheduler_slots(&self) -> usize {
         match self.scheduler_slots {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -137,6 +158,14 @@ impl Config {
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "scheduler".into());
         format!("{host}-{}", std::process::id())
+    }
+}
+
+fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
+    if value.is_empty() {
+        default
+    } else {
+        value
     }
 }
 

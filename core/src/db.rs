@@ -72,10 +72,11 @@ impl From<deadpool_postgres::PoolError> for DbError {
 
 pub type DbResult<T> = Result<T, DbError>;
 
-/// A pool whose waits are bounded, so that a request fails fast with `503` while Postgres is
-/// down instead of hanging, and recovers by itself once it is back.
-pub fn pool(config: &Config) -> anyhow::Result<Pool> {
-    let pg_config = tokio_postgres::Config::from_str(&config.database_url)?;
+/// A pool for `database_url` (one of the three roles' URLs in [`Config`]) whose waits are
+/// bounded, so that a request fails fast with `503` while Postgres is down instead of hanging,
+/// and recovers by itself once it is back.
+pub fn pool(config: &Config, database_url: &str) -> anyhow::Result<Pool> {
+    let pg_config = tokio_postgres::Config::from_str(database_url)?;
     let manager = Manager::from_config(
         pg_config,
         NoTls,
@@ -169,28 +170,33 @@ pub async fn create_token(
     Ok(id)
 }
 
-/// The token's project, if the hash names a live token. `last_used_at` is refreshed at most
-/// once a minute so that authentication does not turn every request into a write.
+/// The token's project, if the hash names a live token. The SQL function (migration V4) runs
+/// as the owner, so the API role never reads the tokens table; it refreshes `last_used_at` at
+/// most once a minute so that authentication does not turn every request into a write.
 pub async fn authenticate(
     client: &impl GenericClient,
     token_hash: &[u8],
 ) -> DbResult<Option<Uuid>> {
     let row = client
-        .query_opt(
-            "WITH live AS (
-                 SELECT id, project_id, last_used_at FROM api_tokens
-                 WHERE token_hash = $1 AND revoked_at IS NULL
-                   AND (expires_at IS NULL OR expires_at > now())
-             ), touched AS (
-                 UPDATE api_tokens SET last_used_at = now()
-                 WHERE id IN (SELECT id FROM live
-                              WHERE last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
-             )
-             SELECT project_id FROM live",
-            &[&token_hash],
+        .query_one("SELECT authenticate($1)", &[&token_hash])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Starts a transaction bound to `project_id`: row-level security then shows the API role
+/// that project's rows and no others. Every API query after authentication runs in one.
+pub async fn begin_project(
+    client: &mut deadpool_postgres::Object,
+    project_id: Uuid,
+) -> DbResult<deadpool_postgres::Transaction<'_>> {
+    let transaction = client.transaction().await?;
+    transaction
+        .execute(
+            "SELECT set_config('texfleet.project_id', $1, true)",
+            &[&project_id.to_string()],
         )
         .await?;
-    Ok(row.map(|row| row.get(0)))
+    Ok(transaction)
 }
 
 pub struct TokenInfo {
@@ -292,23 +298,21 @@ pub enum Submitted {
     QueueFull,
 }
 
-/// Queues a job and its files in one transaction. With an idempotency key, a job already
-/// submitted under it is returned instead. A project with `max_queued` jobs waiting gets
-/// [`Submitted::QueueFull`]. The id is random (v4) and redrawn if its first segment, which
-/// names the job's storage keys, is taken by another job.
+/// Queues a job and its files within the caller's transaction (bound to the job's project).
+/// With an idempotency key, a job already submitted under it is returned instead. A project
+/// with `max_queued` jobs waiting gets [`Submitted::QueueFull`]. The id is random (v4) and
+/// redrawn if its first segment, which names the job's storage keys, is taken by another job.
 pub async fn insert_job(
-    pool: &Pool,
+    transaction: &impl GenericClient,
     job: &NewJob,
     max_attempts: i32,
     max_queued: i64,
     idempotency: Option<Idempotency<'_>>,
 ) -> DbResult<Submitted> {
-    let mut client = pool.get().await?;
-    let transaction = client.transaction().await?;
-    if let Some(existing) = find_idempotent(&*transaction, job.project_id, &idempotency).await? {
+    if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
         return Ok(existing);
     }
-    if queued_jobs(&*transaction, job.project_id).await? >= max_queued {
+    if queued_jobs(transaction, job.project_id).await? >= max_queued {
         return Ok(Submitted::QueueFull);
     }
     let timeout_seconds = job.timeout_seconds as i32;
@@ -344,8 +348,7 @@ pub async fn insert_job(
             break;
         }
         // The conflict may be a concurrent request with the same key, committed meanwhile.
-        if let Some(existing) = find_idempotent(&*transaction, job.project_id, &idempotency).await?
-        {
+        if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
             return Ok(existing);
         }
     }
@@ -360,7 +363,6 @@ pub async fn insert_job(
             &[&job_row.id, &paths, &contents],
         )
         .await?;
-    transaction.commit().await?;
     Ok(Submitted::New(job_row))
 }
 
@@ -439,6 +441,48 @@ pub async fn get_job(
         )
         .await?;
     row.as_ref().map(job_from_row).transpose()
+}
+
+/// Where a listing page ends: the `(created_at, id)` of its last job.
+pub type ListPosition = (OffsetDateTime, Uuid);
+
+/// A project's jobs, newest first, after `after` (keyset pagination, so pages stay stable
+/// while jobs are added), optionally only those in `status`. Returns up to `limit` jobs and
+/// whether more follow.
+pub async fn list_jobs(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    status: Option<JobStatus>,
+    after: Option<ListPosition>,
+    limit: i64,
+) -> DbResult<(Vec<Job>, bool)> {
+    let (after_created, after_id) = after.unzip();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {JOB_COLUMNS} FROM jobs
+                 WHERE project_id = $1
+                   AND ($2::text IS NULL OR status = $2)
+                   AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+                 ORDER BY created_at DESC, id DESC
+                 LIMIT $5"
+            ),
+            &[
+                &project_id,
+                &status.map(JobStatus::as_str),
+                &after_created,
+                &after_id,
+                &(limit + 1),
+            ],
+        )
+        .await?;
+    let more = rows.len() as i64 > limit;
+    let jobs = rows
+        .iter()
+        .take(limit as usize)
+        .map(job_from_row)
+        .collect::<DbResult<Vec<_>>>()?;
+    Ok((jobs, more))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ impl RunningJobs {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let owner = config.scheduler_id();
     let slots = config.scheduler_slots();
-    let pool = db::pool(&config)?;
+    let pool = db::pool(&config, config.scheduler_database_url())?;
     let deployment = db::deployment_id(&pool).await?.to_string();
     let context = Arc::new(Context {
         sandbox: docker::Sandbox::connect(&config, &owner, &deployment).await?,
@@ -93,7 +93,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let wake = Arc::new(Notify::new());
     let running = Arc::new(RunningJobs::default());
     let listener = tokio::spawn(db::listen(
-        config.database_url.clone(),
+        config.scheduler_database_url().to_string(),
         &[db::JOBS_QUEUED_CHANNEL, db::JOBS_FINISHED_CHANNEL],
         {
             let (wake, running) = (wake.clone(), running.clone());

@@ -52,6 +52,9 @@ impl TestApp {
             .try_init();
         let mut config = Config::load(None).expect("TEXFLEET_* settings (source .dev/env)");
         config.database_url = create_database(&config.database_url).await;
+        // The API and the scheduler connect as their own roles (migration V4), as in production.
+        config.api_database_url = with_user(&config.database_url, "texfleet_api");
+        config.scheduler_database_url = with_user(&config.database_url, "texfleet_scheduler");
         config.listen_addr = "127.0.0.1:0".into();
         config.scheduler_slots = 2;
         config.kill_grace_seconds = 3;
@@ -61,7 +64,7 @@ impl TestApp {
         adjust(&mut config);
         db::migrate(&config.database_url).await.expect("migrations");
 
-        let pool = db::pool(&config).unwrap();
+        let pool = db::pool(&config, &config.database_url).unwrap();
         let (project_id, token) = create_project(&pool).await;
 
         let listener = tokio::net::TcpListener::bind(&config.listen_addr)
@@ -184,6 +187,13 @@ impl Drop for TestApp {
             });
         }
     }
+}
+
+/// The same URL for another role: `postgres://<user>@host:port/db`.
+pub fn with_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL-form database URL");
+    let host_and_db = rest.split_once('@').map_or(rest, |(_, after)| after);
+    format!("{scheme}://{user}@{host_and_db}")
 }
 
 async fn create_database(base_url: &str) -> String {

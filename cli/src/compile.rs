@@ -1,0 +1,212 @@
+//! `texfleet compile`: the client. Submits a document (and a folder of files beside it),
+//! shows the job's progress, prints its diagnostics the way a compiler does
+//! (`file:line: message`), downloads the PDF and exits non-zero when the compile failed.
+
+use anyhow::{bail, Context as _};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use uuid::Uuid;
+
+#[derive(clap::Args)]
+pub struct CompileArgs {
+    /// The main document.
+    main: PathBuf,
+    /// A folder whose files (images, chapters, bibliographies) are sent along, at their paths
+    /// relative to it.
+    #[arg(long)]
+    files: Option<PathBuf>,
+    #[arg(long, default_value = "pdflatex")]
+    engine: String,
+    /// Where to write the PDF; default: the main document's name with `.pdf`.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[arg(long)]
+    timeout: Option<u32>,
+    #[arg(long)]
+    halt_on_error: bool,
+    #[arg(long, env = "TEXFLEET_URL")]
+    url: String,
+    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
+    token: String,
+    #[arg(long, env = "TEXFLEET_PROJECT")]
+    project: Uuid,
+}
+
+/// Compiles and returns whether the job succeeded.
+pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
+    let source = std::fs::read_to_string(&args.main)
+        .with_context(|| format!("reading {}", args.main.display()))?;
+    let mut body = json!({ "project_id": args.project, "input_latex": source, "engine": args.engine,
+                           "halt_on_error": args.halt_on_error });
+    if let Some(timeout) = args.timeout {
+        body["timeout_seconds"] = json!(timeout);
+    }
+    if let Some(dir) = &args.files {
+        body["files"] = Value::Array(collect_files(dir, &args.main)?);
+    }
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let response = http
+        .post(format!("{}/compile", args.url))
+        .bearer_auth(&args.token)
+        .json(&body)
+        .send()
+        .await?;
+    let mut job = answer(response).await?;
+    let id = job["id"]
+        .as_str()
+        .context("no job id in the answer")?
+        .to_string();
+    let mut shown = String::new();
+    loop {
+        let status = job["status"].as_str().unwrap_or("?").to_string();
+        if status != shown {
+            eprintln!(
+                "[{:>6.1}s] {status}  (job {id})",
+                started.elapsed().as_secs_f64()
+            );
+            shown = status.clone();
+        }
+        if !matches!(status.as_str(), "Queued" | "Running") {
+            break;
+        }
+        // The server holds the answer until the job changes or two seconds pass: no busy loop.
+        let response = http
+            .get(format!("{}/compile/{id}", args.url))
+            .bearer_auth(&args.token)
+            .header("Prefer", "wait=2")
+            .send()
+            .await?;
+        job = answer(response).await?;
+    }
+
+    let shown_name = args.main.display().to_string();
+    for diagnostic in job["diagnostics"].as_array().into_iter().flatten() {
+        eprintln!("{}", format_diagnostic(diagnostic, &shown_name));
+    }
+    if job["status"] != "Succeeded" {
+        let error = &job["error"];
+        eprintln!(
+            "error: the compile ended {}: {} ({})",
+            job["status"].as_str().unwrap_or("?"),
+            error["message"].as_str().unwrap_or(""),
+            error["code"].as_str().unwrap_or("")
+        );
+        return Ok(false);
+    }
+    let output = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.main.with_extension("pdf"));
+    let pdf = http
+        .get(format!("{}/compile/{id}/pdf", args.url))
+        .bearer_auth(&args.token)
+        .send()
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await?;
+    std::fs::write(&output, &pdf).with_context(|| format!("writing {}", output.display()))?;
+    eprintln!(
+        "wrote {} ({} bytes) in {:.1}s",
+        output.display(),
+        pdf.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(true)
+}
+
+/// `file:line: message`, as compilers print them; the server's `main.tex` is shown under the
+/// name of the file the user gave.
+fn format_diagnostic(diagnostic: &Value, main_name: &str) -> String {
+    let file = match diagnostic["file"].as_str() {
+        Some("main.tex") | None => main_name,
+        Some(file) => file,
+    };
+    let location = match diagnostic["line"].as_u64() {
+        Some(line) => format!("{file}:{line}:"),
+        None => format!("{file}:"),
+    };
+    let severity = if diagnostic["severity"] == "warning" {
+        " warning:"
+    } else {
+        ""
+    };
+    format!(
+        "{location}{severity} {}",
+        diagnostic["message"].as_str().unwrap_or("")
+    )
+}
+
+async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        let detail = body["detail"].as_str().unwrap_or("");
+        let fields: Vec<String> = body["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "\n  {}: {}",
+                    e["field"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        bail!("the server answered {status}: {detail}{}", fields.concat());
+    }
+    Ok(body)
+}
+
+/// Every regular file below `dir` except the main document and hidden files, at its path
+/// relative to `dir`, base64-encoded (binary files travel unchanged).
+fn collect_files(dir: &Path, main: &Path) -> anyhow::Result<Vec<Value>> {
+    let main = main.canonicalize().ok();
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in
+            std::fs::read_dir(&current).with_context(|| format!("reading {}", current.display()))?
+        {
+            let path = entry?.path();
+            let hidden = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if hidden || path.canonicalize().ok() == main {
+                continue;
+            }
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.is_file() {
+                let relative = path.strip_prefix(dir)?.to_string_lossy().into_owned();
+                files.push(json!({ "path": relative, "content_base64": BASE64.encode(std::fs::read(&path)?) }));
+            }
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostics_read_like_a_compiler_s() {
+        let error = json!({ "severity": "error", "file": "main.tex", "line": 4, "message": "Undefined control sequence." });
+        assert_eq!(
+            format_diagnostic(&error, "thesis.tex"),
+            "thesis.tex:4: Undefined control sequence."
+        );
+        let warning = json!({ "severity": "warning", "file": "ch1.tex", "line": null, "message": "Overfull" });
+        assert_eq!(
+            format_diagnostic(&warning, "thesis.tex"),
+            "ch1.tex: warning: Overfull"
+        );
+    }
+}

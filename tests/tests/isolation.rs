@@ -1,0 +1,415 @@
+//! Project isolation, enforced by Postgres row-level security and visible through every route;
+//! tokens; listing; rate limits; the OpenAPI document; the client CLI.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+use texfleet_core::{db, token};
+use texfleet_e2e::{TestApp, HELLO};
+use time::OffsetDateTime;
+
+async fn api_role(app: &TestApp) -> tokio_postgres::Client {
+    let (client, connection) =
+        tokio_postgres::connect(&app.config.api_database_url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let (other_project, other_token) = app.other_project().await;
+    let ours = app.submit(json!({ "input_latex": HELLO })).await;
+    let theirs: Value = app
+        .http
+        .post(format!("{}/compile", app.url))
+        .bearer_auth(&other_token)
+        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let their_id: uuid::Uuid = theirs["id"].as_str().unwrap().parse().unwrap();
+
+    let mut client = api_role(&app).await;
+    let count = |rows: Vec<tokio_postgres::Row>| rows.len();
+    assert_eq!(
+        count(client.query("SELECT id FROM jobs", &[]).await.unwrap()),
+        0,
+        "no project set must show nothing"
+    );
+    assert_eq!(
+        count(
+            client
+                .query("SELECT job_id FROM job_files", &[])
+                .await
+                .unwrap()
+        ),
+        0
+    );
+    assert!(
+        client.query("SELECT * FROM api_tokens", &[]).await.is_err(),
+        "the API role must not read tokens"
+    );
+    assert!(client.query("SELECT * FROM projects", &[]).await.is_err());
+
+    let transaction = client.transaction().await.unwrap();
+    transaction
+        .execute(
+            "SELECT set_config('texfleet.project_id', $1, true)",
+            &[&app.project_id.to_string()],
+        )
+        .await
+        .unwrap();
+    let visible: Vec<uuid::Uuid> = transaction
+        .query("SELECT id FROM jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        visible,
+        vec![ours["id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap()]
+    );
+    assert!(transaction
+        .query_opt("SELECT id FROM jobs WHERE id = $1", &[&their_id])
+        .await
+        .unwrap()
+        .is_none());
+    let updated = transaction
+        .execute(
+            "UPDATE jobs SET status = 'Cancelled' WHERE id = $1",
+            &[&their_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated, 0, "another project's job was updated");
+    let insert = transaction
+        .execute("INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts) VALUES ($1, $2, 'pdflatex', 10, 1)",
+            &[&uuid::Uuid::new_v4(), &other_project])
+        .await;
+    assert!(insert.is_err(), "a job was inserted into another project");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_route_reaches_another_projects_jobs() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let (other_project, other_token) = app.other_project().await;
+    let theirs: Value = app
+        .http
+        .post(format!("{}/compile", app.url))
+        .bearer_auth(&other_token)
+        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = theirs["id"].as_str().unwrap();
+    for path in [
+        format!("/compile/{id}"),
+        format!("/compile/{id}/pdf"),
+        format!("/compile/{id}/log"),
+    ] {
+        assert_eq!(
+            app.get(&path).await.status(),
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+    let cancel = app
+        .http
+        .delete(format!("{}/compile/{id}", app.url))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), StatusCode::NOT_FOUND);
+    let list = app
+        .get(&format!("/projects/{other_project}/compiles"))
+        .await;
+    assert_eq!(list.status(), StatusCode::FORBIDDEN);
+    assert_eq!(list.json::<Value>().await.unwrap()["code"], "forbidden");
+    let still: Value = app
+        .http
+        .get(format!("{}/compile/{id}", app.url))
+        .bearer_auth(&other_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(still["status"], "Queued");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expired_and_revoked_tokens_are_401_and_use_is_recorded() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let client = app.pool.get().await.unwrap();
+    let expired = token::generate();
+    let yesterday = OffsetDateTime::now_utc() - Duration::from_secs(86_400);
+    db::create_token(
+        &**client,
+        app.project_id,
+        "old",
+        &token::hash(&expired),
+        Some(yesterday),
+    )
+    .await
+    .unwrap();
+    let revoked = token::generate();
+    let revoked_id = db::create_token(
+        &**client,
+        app.project_id,
+        "gone",
+        &token::hash(&revoked),
+        None,
+    )
+    .await
+    .unwrap();
+    let live = app
+        .http
+        .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
+        .bearer_auth(&revoked)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        live.status(),
+        StatusCode::NOT_FOUND,
+        "the token works before it is revoked"
+    );
+    assert!(db::revoke_token(&**client, revoked_id).await.unwrap());
+    for secret in [&expired, &revoked] {
+        let response = app
+            .http
+            .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    }
+    let tokens = db::list_tokens(&**client, app.project_id).await.unwrap();
+    let used = tokens.iter().find(|t| t.id == revoked_id).unwrap();
+    assert!(used.last_used_at.is_some(), "last_used_at was not recorded");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listing_pages_newest_first_with_a_cursor_and_filters_by_status() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(
+            app.submit(json!({ "input_latex": HELLO })).await["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    app.http
+        .delete(format!("{}/compile/{}", app.url, ids[0]))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/projects/{}/compiles?limit=2", app.project_id);
+        if let Some(cursor) = &cursor {
+            path.push_str(&format!("&cursor={cursor}"));
+        }
+        let page: Value = app.get(&path).await.json().await.unwrap();
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= 2);
+        seen.extend(
+            items
+                .iter()
+                .map(|job| job["id"].as_str().unwrap().to_string()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first);
+    let cancelled: Value = app
+        .get(&format!(
+            "/projects/{}/compiles?status=Cancelled",
+            app.project_id
+        ))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["items"].as_array().unwrap().len(), 1);
+    assert_eq!(cancelled["items"][0]["id"], ids[0].as_str());
+    for query in [
+        "limit=0",
+        "limit=101",
+        "status=Done",
+        "cursor=xyz",
+        "colour=red",
+    ] {
+        let response = app
+            .get(&format!("/projects/{}/compiles?{query}", app.project_id))
+            .await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{query}"
+        );
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_over_its_rate_gets_429_with_retry_after() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.rate_limit_per_second = 1;
+        config.rate_limit_burst = 3;
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let response = app.get(&format!("/compile/{}", uuid::Uuid::new_v4())).await;
+        statuses.push(response.status().as_u16());
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(
+                response.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+                    >= 1
+            );
+            assert_eq!(
+                response.json::<Value>().await.unwrap()["code"],
+                "rate_limited"
+            );
+        }
+    }
+    assert_eq!(statuses, [404, 404, 404, 429, 429]);
+    let (_, other_token) = app.other_project().await;
+    let other = app
+        .http
+        .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
+        .bearer_auth(other_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        other.status(),
+        StatusCode::NOT_FOUND,
+        "another token has its own budget"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openapi_document_describes_every_route_and_the_job() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let document: Value = app
+        .http
+        .get(format!("{}/openapi.json", app.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (path, method) in [
+        ("/compile", "post"),
+        ("/compile/{id}", "get"),
+        ("/compile/{id}", "delete"),
+        ("/compile/{id}/pdf", "get"),
+        ("/compile/{id}/log", "get"),
+        ("/projects/{project_id}/compiles", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+    ] {
+        assert!(
+            document["paths"][path][method].is_object(),
+            "{method} {path} is not documented"
+        );
+    }
+    let job = &document["components"]["schemas"]["Job"]["properties"];
+    for field in [
+        "id",
+        "project_id",
+        "status",
+        "engine",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "pdf_storage_key",
+        "log_storage_key",
+        "error",
+        "diagnostics",
+    ] {
+        assert!(job[field].is_object(), "Job.{field} is not documented");
+    }
+    assert!(document["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_compiles_prints_diagnostics_and_exits_by_outcome() {
+    let app = TestApp::spawn().await;
+    let dir = std::env::temp_dir().join(format!("texfleet-cli-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(dir.join("files/chapters")).unwrap();
+    std::fs::write(dir.join("paper.tex"), "\\documentclass{article}\\begin{document}\nIntro. \\input{chapters/one}\n\\end{document}\n").unwrap();
+    std::fs::write(dir.join("files/chapters/one.tex"), "From the chapter.").unwrap();
+    std::fs::write(
+        dir.join("broken.tex"),
+        "\\documentclass{article}\n\\begin{document}\n\n\\nosuchmacro\n\\end{document}\n",
+    )
+    .unwrap();
+    let run = |file: &str, extra: &[&str]| {
+        let binary = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
+        std::process::Command::new(binary)
+            .arg("compile")
+            .arg(dir.join(file))
+            .args(extra)
+            .env("TEXFLEET_URL", &app.url)
+            .env("TEXFLEET_TOKEN", &app.token)
+            .env("TEXFLEET_PROJECT", app.project_id.to_string())
+            .output()
+            .unwrap()
+    };
+    let files = dir.join("files");
+    let output = run("paper.tex", &["--files", files.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Succeeded") && stderr.contains("Queued"),
+        "{stderr}"
+    );
+    let text = texfleet_e2e::pdf_text(&std::fs::read(dir.join("paper.pdf")).unwrap());
+    assert!(text.contains("From the chapter."), "{text}");
+
+    let output = run("broken.tex", &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:4: Undefined control sequence.",
+            dir.join("broken.tex").display()
+        )),
+        "{stderr}"
+    );
+    assert!(!dir.join("broken.pdf").exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}
