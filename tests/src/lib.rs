@@ -61,6 +61,8 @@ impl TestApp {
         config.database_pool_size = 4;
         // A test's end stops its scheduler; running compiles are then stopped at once.
         config.shutdown_grace_seconds = 0;
+        // Tests submit hundreds of jobs at once; the rate-limit test sets its own limit.
+        config.rate_limit_per_second = 0;
         adjust(&mut config);
         db::migrate(&config.database_url).await.expect("migrations");
 
