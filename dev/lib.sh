@@ -11,6 +11,7 @@ s3_port=39000
 garage_rpc_port=39001
 garage_admin_port=39003
 api_port=18080
+scheduler_metrics_port=19464
 
 garage_version=2.5.0
 schemathesis_version=4.32.5

@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod events;
+pub mod metrics;
 pub mod problem;
 pub mod request;
 pub mod routes;
@@ -67,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(routes::get_pdf))
         .routes(routes!(routes::get_log))
         .routes(routes!(routes::list))
+        .routes(routes!(metrics::serve))
         .split_for_parts();
     let openapi = Arc::new(openapi);
     router
@@ -77,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(problem::request_id))
         .with_state(state)
 }
@@ -94,6 +97,7 @@ pub async fn serve(
         rate_limiter: auth::RateLimiter::new(&config),
         config: Arc::new(config),
     };
+    texfleet_core::metrics::register_build_info("api");
     tracing::info!(addr = %listener.local_addr()?, "api listening");
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use texfleet_core::db::DbError;
 use texfleet_core::storage::StorageError;
+use tracing::Instrument;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -27,7 +28,12 @@ const RETRY_AFTER_QUEUE_FULL: u64 = 10;
 /// Gives each request an id, runs it with the id in scope and echoes the id in a header.
 pub async fn request_id(request: Request, next: Next) -> Response {
     let id = Uuid::new_v4().to_string();
-    let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).await;
+    // Every log line of the request carries its id (and, where known, the job's and project's).
+    let span = tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path());
+    let mut response = REQUEST_ID
+        .scope(id.clone(), next.run(request))
+        .instrument(span)
+        .await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }

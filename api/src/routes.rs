@@ -112,6 +112,9 @@ pub async fn submit(
     let (job, status) = match submitted {
         Submitted::New(job) => {
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job queued");
+            crate::metrics::JOBS_SUBMITTED
+                .with_label_values(&[job.engine.as_str()])
+                .inc();
             (job, StatusCode::ACCEPTED)
         }
         Submitted::Existing {

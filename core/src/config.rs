@@ -64,6 +64,8 @@ pub struct Config {
     pub scheduler_slots: usize,
     /// Identity written into the lease of claimed jobs; empty means `<hostname>-<pid>`.
     pub scheduler_id: String,
+    /// Where the scheduler serves `/metrics`; empty turns the endpoint off.
+    pub scheduler_metrics_addr: String,
     /// How often the scheduler looks for work when no notification arrives.
     pub poll_interval_seconds: u64,
     /// Attempts a job gets when infrastructure (Docker, S3) fails before it ends `Failed`.
@@ -111,6 +113,7 @@ impl Default for Config {
             kill_grace_seconds: 5,
             scheduler_slots: 0,
             scheduler_id: String::new(),
+            scheduler_metrics_addr: "127.0.0.1:9464".into(),
             poll_interval_seconds: 5,
             max_attempts: 3,
             lease_seconds: 30,

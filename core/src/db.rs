@@ -538,7 +538,8 @@ pub async fn claim_jobs(
                              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
              FROM claimable WHERE jobs.id = claimable.id
              RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
-                       jobs.timeout_seconds, jobs.attempts",
+                       jobs.timeout_seconds, jobs.attempts,
+                       extract(epoch FROM now() - jobs.created_at)::float8",
             &[
                 &owner,
                 &(lease_seconds as f64),
@@ -577,6 +578,7 @@ pub async fn claim_jobs(
                 halt_on_error: row.get(3),
                 timeout_seconds: row.get::<_, i32>(4) as u32,
                 attempt: row.get(5),
+                waited_seconds: row.get(6),
                 files: files.remove(&id).unwrap_or_default(),
             })
         })
@@ -655,6 +657,22 @@ pub async fn running_lease_owners(pool: &Pool, ids: &[Uuid]) -> DbResult<HashMap
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
+/// Jobs waiting and running across all schedulers, and the age of the oldest queued job in
+/// seconds (0 when none waits). Both read only the partial indexes on those states.
+pub async fn queue_stats(pool: &Pool) -> DbResult<(i64, i64, f64)> {
+    let client = pool.get().await?;
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM jobs WHERE status = 'Queued'),
+                    (SELECT count(*) FROM jobs WHERE status = 'Running'),
+                    (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+                     FROM jobs WHERE status = 'Queued')",
+            &[],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}
+
 /// A finished job past the retention age, with the objects it owns.
 pub struct ExpiredJob {
     pub id: Uuid,
@@ -709,20 +727,27 @@ pub struct Outcome {
     pub duration_ms: Option<i64>,
 }
 
-/// Records a final outcome; false when `owner` no longer holds the job's lease.
-pub async fn finish_job(pool: &Pool, id: Uuid, owner: &str, outcome: &Outcome) -> DbResult<bool> {
+/// Records a final outcome and returns the job's end-to-end time (submission to now), or
+/// None when `owner` no longer holds the job's lease.
+pub async fn finish_job(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    outcome: &Outcome,
+) -> DbResult<Option<f64>> {
     let client = pool.get().await?;
     let diagnostics = serde_json::to_value(&outcome.diagnostics)
         .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
     let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
     let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
-    let updated = client
-        .execute(
+    let row = client
+        .query_opt(
             "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
                              lease_expires_at = NULL, error_code = $4, error_message = $5,
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
                              duration_ms = $9
-             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
+             RETURNING extract(epoch FROM finished_at - created_at)::float8",
             &[
                 &id,
                 &owner,
@@ -736,7 +761,7 @@ pub async fn finish_job(pool: &Pool, id: Uuid, owner: &str, outcome: &Outcome) -
             ],
         )
         .await?;
-    Ok(updated == 1)
+    Ok(row.map(|row| row.get(0)))
 }
 
 /// After an infrastructure failure: back to `Queued` after `backoff`, or `Failed` with `error`

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod db;
+pub mod metrics;
 pub mod model;
 pub mod storage;
 pub mod token;

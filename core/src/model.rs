@@ -195,6 +195,8 @@ pub struct ClaimedJob {
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
     pub attempt: i32,
+    /// How long the job waited in the queue before this claim.
+    pub waited_seconds: f64,
     pub files: Vec<SourceFile>,
 }
 

@@ -9,6 +9,7 @@
 use crate::collect::{collect, is_valid_pdf, Collected};
 use crate::diagnostics;
 use crate::docker::{Sandbox, SandboxRun};
+use crate::metrics;
 use backon::{ExponentialBuilder, Retryable};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -138,9 +139,19 @@ async fn record(
         }
         (None, Ok(outcome)) => {
             tracing::info!(status = outcome.status.as_str(), elapsed_ms, "job finished");
-            with_db_retries(|| db::finish_job(&context.pool, job.id, owner, &outcome))
-                .await
-                .map(|held| held.then_some(outcome.status))
+            let finished =
+                with_db_retries(|| db::finish_job(&context.pool, job.id, owner, &outcome)).await;
+            if let Ok(Some(end_to_end)) = finished {
+                let error = outcome.error.as_ref();
+                count_finished(job, outcome.status, error.map(|e| e.code));
+                metrics::END_TO_END
+                    .with_label_values(&[job.engine.as_str()])
+                    .observe(end_to_end);
+                if let Some(limit) = error.and_then(|e| limit_name(e.code)) {
+                    metrics::LIMITS_HIT.with_label_values(&[limit]).inc();
+                }
+            }
+            finished.map(|held| held.map(|_| outcome.status))
         }
         (None, Err(error)) => {
             let backoff = retry_backoff(job.attempt);
@@ -149,12 +160,19 @@ async fn record(
                 Interrupted::Storage(_) => ErrorCode::StorageError,
                 _ => ErrorCode::SandboxError,
             };
+            metrics::RETRIES.with_label_values(&[code.as_str()]).inc();
             let error = JobError {
                 code,
                 message: error.to_string(),
             };
-            with_db_retries(|| db::retry_or_fail_job(&context.pool, job.id, owner, backoff, &error))
-                .await
+            let recorded = with_db_retries(|| {
+                db::retry_or_fail_job(&context.pool, job.id, owner, backoff, &error)
+            })
+            .await;
+            if let Ok(Some(JobStatus::Failed)) = recorded {
+                count_finished(job, JobStatus::Failed, Some(code));
+            }
+            recorded
         }
     };
     match recorded {
@@ -163,6 +181,23 @@ async fn record(
         Err(error) => {
             tracing::error!(%error, "could not record the outcome; the lease will expire and the job run again")
         }
+    }
+}
+
+fn count_finished(job: &ClaimedJob, status: JobStatus, code: Option<ErrorCode>) {
+    let code = code.map_or("none", ErrorCode::as_str);
+    metrics::JOBS_FINISHED
+        .with_label_values(&[status.as_str(), job.engine.as_str(), code])
+        .inc();
+}
+
+/// The sandbox limit an error code reports, as the `limit` label.
+fn limit_name(code: ErrorCode) -> Option<&'static str> {
+    match code {
+        ErrorCode::Timeout => Some("timeout"),
+        ErrorCode::MemoryLimit => Some("memory"),
+        ErrorCode::OutputLimit => Some("output"),
+        _ => None,
     }
 }
 
@@ -257,6 +292,11 @@ async fn compile_and_upload(
         );
     }
     let mut outcome = decide(job, &run, &collected, wall_ms)?;
+    let compile_ms = outcome.duration_ms.unwrap_or(wall_ms);
+    metrics::COMPILE_TIME
+        .with_label_values(&[job.engine.as_str()])
+        .observe(compile_ms as f64 / 1000.0);
+    let uploading = Instant::now();
 
     if let Some(log) = collected.log {
         let key = log_storage_key(job.id);
@@ -277,6 +317,7 @@ async fn compile_and_upload(
         tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
     }
+    metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
     Ok(outcome)
 }
 

@@ -182,12 +182,14 @@ impl Sandbox {
         };
         let options = CreateContainerOptionsBuilder::default().name(name).build();
         let container = self.docker.create_container(Some(options), body).await?.id;
+        crate::metrics::CONTAINERS.inc();
         let result = self
             .attach_and_run(&container, stdin, deadline, max_stdout, stop)
             .await;
         if let Err(error) = self.remove(&container).await {
             tracing::error!(%error, container, "could not remove sandbox container");
         }
+        crate::metrics::CONTAINERS.dec();
         result
     }
 

@@ -14,6 +14,7 @@ pub mod collect;
 pub mod compile;
 pub mod diagnostics;
 pub mod docker;
+pub mod metrics;
 pub mod upkeep;
 
 use compile::{Context, JobStop, StopReason};
@@ -108,6 +109,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         },
     ));
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
+    let metrics_server = match config.scheduler_metrics_addr.as_str() {
+        "" => None,
+        addr => {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            tracing::info!(addr, "metrics on /metrics");
+            Some(tokio::spawn(metrics::serve(listener)))
+        }
+    };
     let free_slots = Arc::new(Semaphore::new(slots));
     let poll_interval = Duration::from_secs(config.poll_interval_seconds);
     tokio::pin!(shutdown);
@@ -129,6 +138,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 Ok(jobs) => {
                     claimed = jobs.len();
                     for job in jobs {
+                        metrics::QUEUE_WAIT.observe(job.waited_seconds);
                         let permit = free_slots.clone().try_acquire_owned()?;
                         let stop = running.start(job.id);
                         let (context, wake, running) =
@@ -145,6 +155,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 Err(error) => tracing::warn!(%error, "claim failed"),
             }
         }
+        let free_now = free_slots.available_permits();
+        metrics::set_slots(slots - free_now, free_now);
         // A full batch means there may be more work: claim again before sleeping.
         if claimed > 0 && claimed == free {
             continue;
@@ -172,6 +184,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let _all = free_slots.acquire_many(slots as u32).await?;
     }
     listener.abort();
+    if let Some(server) = metrics_server {
+        server.abort();
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use crate::compile::Context;
 use crate::docker::SandboxContainer;
+use crate::metrics;
 use crate::RunningJobs;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use std::time::Duration;
 use texfleet_core::db;
 use uuid::Uuid;
 
+/// How often the queue gauges are refreshed.
+const QUEUE_STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// How often leftover containers are looked for (also at start and after every rescue).
 const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 /// Jobs deleted per retention batch.
@@ -22,12 +25,14 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
     let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
     let mut retention =
         tokio::time::interval(Duration::from_secs(config.retention_interval_seconds));
+    let mut queue_stats = tokio::time::interval(QUEUE_STATS_INTERVAL);
     loop {
         tokio::select! {
             _ = rescue.tick() => {
                 match db::rescue_expired_leases(&context.pool).await {
                     Ok(rescued) if !rescued.is_empty() => {
                         tracing::warn!(?rescued, "rescued jobs whose lease expired");
+                        metrics::RESCUES.inc_by(rescued.len() as u64);
                         sweep_orphans(&context, &running).await;
                     }
                     Ok(_) => {}
@@ -35,6 +40,14 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                 }
             }
             _ = sweep.tick() => sweep_orphans(&context, &running).await,
+            _ = queue_stats.tick() => match db::queue_stats(&context.pool).await {
+                Ok((queued, running_jobs, oldest)) => {
+                    metrics::QUEUE_JOBS.with_label_values(&["Queued"]).set(queued);
+                    metrics::QUEUE_JOBS.with_label_values(&["Running"]).set(running_jobs);
+                    metrics::OLDEST_QUEUED.set(oldest);
+                }
+                Err(error) => tracing::warn!(%error, "could not read the queue's depth"),
+            },
             _ = retention.tick() => {
                 if config.retention_days > 0 {
                     delete_expired_jobs(&context).await;

@@ -63,6 +63,8 @@ impl TestApp {
         config.shutdown_grace_seconds = 0;
         // Tests submit hundreds of jobs at once; the rate-limit test sets its own limit.
         config.rate_limit_per_second = 0;
+        // Many schedulers run in one test process: none serves metrics unless a test asks.
+        config.scheduler_metrics_addr = String::new();
         adjust(&mut config);
         db::migrate(&config.database_url).await.expect("migrations");
 

@@ -1,0 +1,81 @@
+//! The API's metrics: requests and latency by route template, method and status, and jobs
+//! submitted. Label values are bounded: routes are templates (`/compile/{id}`), never ids.
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus::{register_histogram_vec, register_int_counter_vec, HistogramVec, IntCounterVec};
+use std::sync::LazyLock;
+use std::time::Instant;
+use texfleet_core::metrics;
+
+static HTTP_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "texfleet_http_requests_total",
+        "HTTP requests answered, by route template, method and status.",
+        &["route", "method", "status"]
+    )
+    .expect("metric registers once")
+});
+
+static HTTP_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "texfleet_http_request_duration_seconds",
+        "Time to answer an HTTP request (until the response head), by route template and method.",
+        &["route", "method"],
+        vec![
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            60.0
+        ]
+    )
+    .expect("metric registers once")
+});
+
+pub static JOBS_SUBMITTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "texfleet_jobs_submitted_total",
+        "Jobs queued through the API, by engine.",
+        &["engine"]
+    )
+    .expect("metric registers once")
+});
+
+/// Middleware: counts and times every request.
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |path| path.as_str())
+        .to_string();
+    let method = match *request.method() {
+        Method::GET
+        | Method::POST
+        | Method::DELETE
+        | Method::PUT
+        | Method::PATCH
+        | Method::HEAD
+        | Method::OPTIONS => request.method().as_str().to_string(),
+        _ => "other".to_string(),
+    };
+    let started = Instant::now();
+    let response = next.run(request).await;
+    HTTP_DURATION
+        .with_label_values(&[&route, &method])
+        .observe(started.elapsed().as_secs_f64());
+    HTTP_REQUESTS
+        .with_label_values(&[&route, &method, response.status().as_str()])
+        .inc();
+    response
+}
+
+/// Prometheus metrics of this process.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
+pub async fn serve() -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        metrics::encode(),
+    )
+        .into_response()
+}
