@@ -8,7 +8,6 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub struct CompileArgs {
@@ -27,19 +26,15 @@ pub struct CompileArgs {
     timeout: Option<u32>,
     #[arg(long)]
     halt_on_error: bool,
-    #[arg(long, env = "TEXFLEET_URL")]
-    url: String,
-    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
-    token: String,
-    #[arg(long, env = "TEXFLEET_PROJECT")]
-    project: Uuid,
+    #[command(flatten)]
+    server: crate::ServerArgs,
 }
 
 /// Compiles and returns whether the job succeeded.
 pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
     let source = std::fs::read_to_string(&args.main)
         .with_context(|| format!("reading {}", args.main.display()))?;
-    let mut body = json!({ "project_id": args.project, "input_latex": source, "engine": args.engine,
+    let mut body = json!({ "project_id": args.server.project, "input_latex": source, "engine": args.engine,
                            "halt_on_error": args.halt_on_error });
     if let Some(timeout) = args.timeout {
         body["timeout_seconds"] = json!(timeout);
@@ -50,8 +45,8 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
     let http = reqwest::Client::new();
     let started = Instant::now();
     let response = http
-        .post(format!("{}/compile", args.url))
-        .bearer_auth(&args.token)
+        .post(format!("{}/compile", args.server.url))
+        .bearer_auth(&args.server.token)
         .json(&body)
         .send()
         .await?;
@@ -75,8 +70,8 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
         }
         // The server holds the answer until the job changes or two seconds pass: no busy loop.
         let response = http
-            .get(format!("{}/compile/{id}", args.url))
-            .bearer_auth(&args.token)
+            .get(format!("{}/compile/{id}", args.server.url))
+            .bearer_auth(&args.server.token)
             .header("Prefer", "wait=2")
             .send()
             .await?;
@@ -102,8 +97,8 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
         .clone()
         .unwrap_or_else(|| args.main.with_extension("pdf"));
     let pdf = http
-        .get(format!("{}/compile/{id}/pdf", args.url))
-        .bearer_auth(&args.token)
+        .get(format!("{}/compile/{id}/pdf", args.server.url))
+        .bearer_auth(&args.server.token)
         .send()
         .await?
         .error_for_status()?

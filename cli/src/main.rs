@@ -3,6 +3,7 @@
 //! Servers (`api`, `scheduler`) and operator commands (`migrate`, `project`, `token`) share the
 //! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
 
+mod bench;
 mod compile;
 mod soak;
 
@@ -28,6 +29,17 @@ struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Where a client command finds the API: flags, or the variables `./dev/up` writes to .dev/env.
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    #[arg(long, env = "TEXFLEET_URL")]
+    url: String,
+    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
+    token: String,
+    #[arg(long, env = "TEXFLEET_PROJECT")]
+    project: Uuid,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -57,6 +69,8 @@ enum Command {
     Soak(soak::SoakArgs),
     /// Compile a document through a texfleet API (URL, token and project from flags or env).
     Compile(compile::CompileArgs),
+    /// Measure the running stack against the bare compiler (see BENCHMARKS.md).
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -125,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Token(command) => token_command(&config, command).await,
         Command::Soak(args) => soak::run(args).await,
+        Command::Bench(args) => bench::run(config, args).await,
         Command::Compile(args) => {
             if !compile::run(args).await? {
                 std::process::exit(1);

@@ -7,7 +7,6 @@ use anyhow::Context as _;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub struct SoakArgs {
@@ -17,12 +16,8 @@ pub struct SoakArgs {
     /// Submissions per second.
     #[arg(long, default_value_t = 5.0)]
     rate: f64,
-    #[arg(long, env = "TEXFLEET_URL")]
-    url: String,
-    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
-    token: String,
-    #[arg(long, env = "TEXFLEET_PROJECT")]
-    project: Uuid,
+    #[command(flatten)]
+    server: crate::ServerArgs,
     /// The scheduler's pid, to report its resident memory.
     #[arg(long)]
     scheduler_pid: Option<u32>,
@@ -52,10 +47,10 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let mut submitted = Vec::new();
     for i in 0..args.jobs {
         let (kind, document, timeout, expected) = KINDS[i % KINDS.len()];
-        let body = json!({ "project_id": args.project, "input_latex": document, "timeout_seconds": timeout });
+        let body = json!({ "project_id": args.server.project, "input_latex": document, "timeout_seconds": timeout });
         let response = http
-            .post(format!("{}/compile", args.url))
-            .bearer_auth(&args.token)
+            .post(format!("{}/compile", args.server.url))
+            .bearer_auth(&args.server.token)
             .json(&body)
             .send()
             .await?;
@@ -118,8 +113,8 @@ async fn wait_terminal(
 ) -> anyhow::Result<String> {
     loop {
         let job: Value = http
-            .get(format!("{}/compile/{id}", args.url))
-            .bearer_auth(&args.token)
+            .get(format!("{}/compile/{id}", args.server.url))
+            .bearer_auth(&args.server.token)
             .header("Prefer", "wait=60")
             .send()
             .await?

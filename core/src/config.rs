@@ -64,6 +64,11 @@ pub struct Config {
     pub scheduler_slots: usize,
     /// Identity written into the lease of claimed jobs; empty means `<hostname>-<pid>`.
     pub scheduler_id: String,
+    /// Sandbox containers kept started ahead of demand; unset means `scheduler_slots`, 0 turns
+    /// the warm pool off.
+    pub warm_pool_size: Option<usize>,
+    /// A warm container older than this is replaced rather than given a job.
+    pub warm_pool_max_age_seconds: u64,
     /// Where the scheduler serves `/metrics`; empty turns the endpoint off.
     pub scheduler_metrics_addr: String,
     /// How often the scheduler looks for work when no notification arrives.
@@ -114,6 +119,8 @@ impl Default for Config {
             scheduler_slots: 0,
             scheduler_id: String::new(),
             scheduler_metrics_addr: "127.0.0.1:9464".into(),
+            warm_pool_size: None,
+            warm_pool_max_age_seconds: 120,
             poll_interval_seconds: 5,
             max_attempts: 3,
             lease_seconds: 30,

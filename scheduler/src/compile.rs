@@ -10,9 +10,11 @@ use crate::collect::{collect, is_valid_pdf, Collected};
 use crate::diagnostics;
 use crate::docker::{Sandbox, SandboxRun};
 use crate::metrics;
+use crate::pool::WarmPool;
 use backon::{ExponentialBuilder, Retryable};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, DbError, Outcome, Pool};
@@ -34,6 +36,8 @@ pub struct Context {
     pub pool: Pool,
     pub storage: Storage,
     pub sandbox: Sandbox,
+    /// Containers started ahead of demand; None when the pool is off.
+    pub warm_pool: Option<Arc<WarmPool>>,
 }
 
 /// Why a job was taken from this scheduler while it ran.
@@ -253,18 +257,24 @@ async fn compile_and_upload(
     let deadline = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
     let max_stdout = config.max_pdf_bytes + config.max_log_bytes + ARCHIVE_OVERHEAD_BYTES;
     let started = Instant::now();
+    let warm = context.warm_pool.as_ref().and_then(|pool| pool.take());
+    let warm_label = warm.as_ref().map(|warm| warm.label.clone());
     let run = context
         .sandbox
         .run(
             job.id,
             job.attempt,
+            warm,
             &stdin,
             deadline,
             max_stdout,
             &stop.token,
         )
-        .await
-        .map_err(|e| Interrupted::Sandbox(e.to_string()))?;
+        .await;
+    if let (Some(pool), Some(label)) = (&context.warm_pool, warm_label) {
+        pool.forget(&label);
+    }
+    let run = run.map_err(|e| Interrupted::Sandbox(e.to_string()))?;
     if run.stopped {
         return Err(Interrupted::Stopped);
     }

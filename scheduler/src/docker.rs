@@ -6,20 +6,24 @@
 //! cannot see, and the Docker host may be remote (`DOCKER_HOST`), sharing no filesystem with us.
 
 use bollard::container::LogOutput;
+use bollard::exec::StartExecResults;
+use bollard::models::ExecConfig;
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, WaitContainerOptions,
+    RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use texfleet_core::Config;
 use texfleet_sandbox::CHECK_ARG;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+/// The job label of a warm pool container until it takes a job (it is renamed then).
+pub const POOL_LABEL_PREFIX: &str = "pool-";
 /// Labels on every sandbox container, so that leftovers can be found and traced to a job.
 pub const JOB_LABEL: &str = "org.texfleet.job";
 pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
@@ -54,6 +58,15 @@ pub struct SandboxRun {
     pub oom_killed: bool,
     /// The container's exit code as the engine saw it (informative only: it came from inside).
     pub exit_code: Option<i64>,
+}
+
+/// A sandbox container created and started ahead of demand, its supervisor waiting on stdin
+/// for exactly one job. It is destroyed after that job: never reused.
+#[derive(Debug)]
+pub struct WarmContainer {
+    pub id: String,
+    pub label: String,
+    pub created: Instant,
 }
 
 /// A sandbox container as its labels describe it.
@@ -113,52 +126,146 @@ impl Sandbox {
         })
     }
 
-    /// Runs one job: creates its container, writes `stdin`, reads stdout until the sandbox
-    /// exits, `deadline` passes or `max_stdout` bytes arrive, and removes the container.
+    /// Runs one job: in `warm` (a pool container) when given, else in a container created now;
+    /// writes `stdin`, reads stdout until the sandbox exits, `deadline` passes, `max_stdout`
+    /// bytes arrive or `stop` fires, and removes the container whatever happened.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
         job_id: Uuid,
         attempt: i32,
+        warm: Option<WarmContainer>,
         stdin: &[u8],
         deadline: Duration,
         max_stdout: usize,
         stop: &CancellationToken,
     ) -> Result<SandboxRun, DockerError> {
+        // The container takes the job's name, so that it can be traced to the job.
         let name = format!("texfleet-{job_id}-{attempt}");
-        let cmd = [SUPERVISOR];
-        self.run_container(
-            &name,
-            &job_id.to_string(),
-            &cmd,
-            stdin,
-            deadline,
-            max_stdout,
-            stop,
-        )
-        .await
+        let (container, started) = match warm {
+            Some(warm) => {
+                let options = RenameContainerOptionsBuilder::default().name(&name).build();
+                if let Err(error) = self.docker.rename_container(&warm.id, options).await {
+                    self.discard(&warm.id).await;
+                    return Err(error);
+                }
+                (warm.id, true)
+            }
+            None => (
+                self.create(&name, &job_id.to_string(), &[SUPERVISOR])
+                    .await?,
+                false,
+            ),
+        };
+        let result = self
+            .attach_and_run(&container, started, stdin, deadline, max_stdout, stop)
+            .await;
+        self.discard(&container).await;
+        result
+    }
+
+    /// Creates and starts a container whose supervisor waits for one job: the warm pool's
+    /// stock, so that a job does not wait for container start-up.
+    pub async fn warm(&self) -> Result<WarmContainer, DockerError> {
+        let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
+        let id = self
+            .create(&format!("texfleet-{label}"), &label, &[SUPERVISOR])
+            .await?;
+        if let Err(error) = self.docker.start_container(&id, None).await {
+            self.discard(&id).await;
+            return Err(error);
+        }
+        Ok(WarmContainer {
+            id,
+            label,
+            created: Instant::now(),
+        })
+    }
+
+    /// Whether a warm container is still running (its supervisor waiting for a job).
+    pub async fn is_running(&self, warm: &WarmContainer) -> bool {
+        let state = self
+            .docker
+            .inspect_container(&warm.id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state);
+        state.and_then(|s| s.running).unwrap_or(false)
+    }
+
+    /// Removes a container we created, logging rather than failing.
+    pub async fn discard(&self, container: &str) {
+        if let Err(error) = self.remove(container).await {
+            tracing::error!(%error, container, "could not remove sandbox container");
+        }
+        crate::metrics::CONTAINERS.dec();
     }
 
     /// Runs the supervisor's self-check in a sandbox exactly like a job's.
     pub async fn check(&self, stdin: &[u8]) -> Result<SandboxRun, DockerError> {
         let label = format!("check-{}", Uuid::new_v4());
-        let name = format!("texfleet-{label}");
-        let cmd = [SUPERVISOR, CHECK_ARG];
+        let container = self
+            .create(
+                &format!("texfleet-{label}"),
+                &label,
+                &[SUPERVISOR, CHECK_ARG],
+            )
+            .await?;
         let never = CancellationToken::new();
         let deadline = Duration::from_secs(30);
-        self.run_container(&name, &label, &cmd, stdin, deadline, 1024 * 1024, &never)
-            .await
+        let result = self
+            .attach_and_run(&container, false, stdin, deadline, 1024 * 1024, &never)
+            .await;
+        self.discard(&container).await;
+        result
     }
 
-    async fn run_container(
+    /// Starts a sandbox container that idles (`sleep infinity`), so that compiles can be timed
+    /// in it with no service around them: the benchmark's floor. Remove it with [`Self::discard`].
+    pub async fn floor_container(&self) -> Result<String, DockerError> {
+        let label = format!("floor-{}", Uuid::new_v4());
+        let id = self
+            .create(&format!("texfleet-{label}"), &label, &["sleep", "infinity"])
+            .await?;
+        self.docker.start_container(&id, None).await?;
+        Ok(id)
+    }
+
+    /// Runs `sh -c script` in a running container with `env`, returning its stdout.
+    pub async fn exec(
+        &self,
+        container: &str,
+        script: &str,
+        env: Vec<String>,
+    ) -> Result<String, DockerError> {
+        let config = ExecConfig {
+            cmd: Some(vec!["sh".into(), "-c".into(), script.into()]),
+            env: Some(env),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let exec = self.docker.create_exec(container, config).await?;
+        let mut stdout = Vec::new();
+        if let StartExecResults::Attached { mut output, .. } =
+            self.docker.start_exec(&exec.id, None).await?
+        {
+            while let Some(frame) = output.next().await {
+                if let LogOutput::StdOut { message } = frame? {
+                    stdout.extend_from_slice(&message);
+                }
+            }
+        }
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
+    }
+
+    /// Creates (does not start) a sandbox container with our labels and isolation.
+    async fn create(
         &self,
         name: &str,
         job_label: &str,
         cmd: &[&str],
-        stdin: &[u8],
-        deadline: Duration,
-        max_stdout: usize,
-        stop: &CancellationToken,
-    ) -> Result<SandboxRun, DockerError> {
+    ) -> Result<String, DockerError> {
         let labels = HashMap::from([
             (JOB_LABEL.to_string(), job_label.to_string()),
             (SCHEDULER_LABEL.to_string(), self.scheduler_id.clone()),
@@ -183,14 +290,7 @@ impl Sandbox {
         let options = CreateContainerOptionsBuilder::default().name(name).build();
         let container = self.docker.create_container(Some(options), body).await?.id;
         crate::metrics::CONTAINERS.inc();
-        let result = self
-            .attach_and_run(&container, stdin, deadline, max_stdout, stop)
-            .await;
-        if let Err(error) = self.remove(&container).await {
-            tracing::error!(%error, container, "could not remove sandbox container");
-        }
-        crate::metrics::CONTAINERS.dec();
-        result
+        Ok(container)
     }
 
     /// Every sandbox container of this deployment on this Docker host, of any scheduler.
@@ -222,6 +322,7 @@ impl Sandbox {
     async fn attach_and_run(
         &self,
         container: &str,
+        already_started: bool,
         stdin: &[u8],
         deadline: Duration,
         max_stdout: usize,
@@ -237,7 +338,11 @@ impl Sandbox {
             .docker
             .attach_container(container, Some(options))
             .await?;
-        self.docker.start_container(container, None).await?;
+        // Attach before start, so no output is lost; a warm container is already started, and
+        // its supervisor writes nothing before it has read its job.
+        if !already_started {
+            self.docker.start_container(container, None).await?;
+        }
 
         let mut run = SandboxRun::default();
         let exchange = async {
@@ -306,7 +411,8 @@ impl Sandbox {
     }
 }
 
-/// How many sandbox containers of any deployment exist on the `DOCKER_HOST` engine.
+/// How many job containers (not idle warm-pool ones) of any deployment exist on the
+/// `DOCKER_HOST` engine.
 pub async fn count_sandbox_containers() -> Result<usize, DockerError> {
     let docker = bollard::Docker::connect_with_defaults()?
         .negotiate_version()
@@ -316,7 +422,16 @@ pub async fn count_sandbox_containers() -> Result<usize, DockerError> {
         .all(true)
         .filters(&filters)
         .build();
-    Ok(docker.list_containers(Some(options)).await?.len())
+    let containers = docker.list_containers(Some(options)).await?;
+    let is_job = |labels: &HashMap<String, String>| {
+        !labels
+            .get(JOB_LABEL)
+            .is_some_and(|l| l.starts_with(POOL_LABEL_PREFIX))
+    };
+    Ok(containers
+        .iter()
+        .filter(|c| c.labels.as_ref().is_some_and(is_job))
+        .count())
 }
 
 /// The isolation every sandbox gets. Docker's defaults are not enough for hostile input:

@@ -15,6 +15,7 @@ pub mod compile;
 pub mod diagnostics;
 pub mod docker;
 pub mod metrics;
+pub mod pool;
 pub mod upkeep;
 
 use compile::{Context, JobStop, StopReason};
@@ -77,7 +78,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let slots = config.scheduler_slots();
     let pool = db::pool(&config, config.scheduler_database_url())?;
     let deployment = db::deployment_id(&pool).await?.to_string();
+    let warm_pool = match config.warm_pool_size.unwrap_or(slots) {
+        0 => None,
+        size => Some(Arc::new(pool::WarmPool::new(
+            size,
+            Duration::from_secs(config.warm_pool_max_age_seconds),
+        ))),
+    };
     let context = Arc::new(Context {
+        warm_pool: warm_pool.clone(),
         sandbox: docker::Sandbox::connect(&config, &owner, &deployment).await?,
         pool,
         storage: Storage::new(&config),
@@ -109,6 +118,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         },
     ));
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
+    let pool_keeper = warm_pool
+        .clone()
+        .map(|pool| tokio::spawn(pool.maintain(context.clone())));
     let metrics_server = match config.scheduler_metrics_addr.as_str() {
         "" => None,
         addr => {
@@ -169,6 +181,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     upkeep.abort();
+    if let (Some(keeper), Some(pool)) = (pool_keeper, &warm_pool) {
+        keeper.abort();
+        pool.drain(&context.sandbox).await;
+    }
     let grace = Duration::from_secs(config.shutdown_grace_seconds);
     tracing::info!(
         ?grace,

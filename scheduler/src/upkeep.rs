@@ -70,9 +70,16 @@ async fn sweep_orphans(context: &Context, running: &RunningJobs) {
         Ok(owners) => owners,
         Err(error) => return tracing::warn!(%error, "could not read leases for the sweep"),
     };
-    let ours: HashSet<Uuid> = running.ids().into_iter().collect();
+    // Our job containers carry their job id; warm-pool containers their pool label.
+    let mut ours: HashSet<String> = running.ids().iter().map(Uuid::to_string).collect();
+    if let Some(pool) = &context.warm_pool {
+        ours.extend(pool.labels());
+    }
     let config = &context.config;
-    let max_age = i64::from(config.max_timeout_seconds + config.kill_grace_seconds) + 120;
+    // No compile outlives this: its timeout and grace after waiting in the pool, with a margin.
+    let max_age = i64::from(config.max_timeout_seconds + config.kill_grace_seconds)
+        + config.warm_pool_max_age_seconds as i64
+        + 120;
     for container in containers {
         if is_orphan(&container, &owners, &context.owner, &ours, max_age) {
             tracing::warn!(
@@ -94,16 +101,16 @@ fn is_orphan(
     container: &SandboxContainer,
     lease_owners: &HashMap<Uuid, String>,
     me: &str,
-    ours: &HashSet<Uuid>,
+    ours: &HashSet<String>,
     max_age_seconds: i64,
 ) -> bool {
     if container.age_seconds > max_age_seconds {
         return true;
     }
-    let job = Uuid::parse_str(&container.job).ok();
     if container.scheduler == me {
-        return !job.is_some_and(|job| ours.contains(&job));
+        return !ours.contains(&container.job);
     }
+    let job = Uuid::parse_str(&container.job).ok();
     // Another scheduler's: an orphan once its job is no longer running under that scheduler's
     // lease. A label that is no job id is left to the age limit.
     job.is_some_and(|job| lease_owners.get(&job) != Some(&container.scheduler))
@@ -161,7 +168,7 @@ mod tests {
             (theirs, "other".to_string()),
             (lost, "someone-else".to_string()),
         ]);
-        let ours = HashSet::from([mine]);
+        let ours = HashSet::from([mine.to_string(), "pool-1".to_string()]);
         let orphan = |c: &SandboxContainer| is_orphan(c, &owners, "me", &ours, 600);
 
         assert!(

@@ -117,6 +117,23 @@ impl TestApp {
         create_project(&self.pool).await
     }
 
+    /// Another project, its token, and a job it queued.
+    pub async fn other_project_with_job(&self) -> (Uuid, String, Value) {
+        let (project, token) = self.other_project().await;
+        let job = self
+            .http
+            .post(format!("{}/compile", self.url))
+            .bearer_auth(&token)
+            .json(&json!({ "project_id": project, "input_latex": HELLO }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (project, token, job)
+    }
+
     pub async fn post_compile(&self, body: &Value) -> reqwest::Response {
         self.http
             .post(format!("{}/compile", self.url))
@@ -201,19 +218,8 @@ pub fn with_user(url: &str, user: &str) -> String {
 }
 
 async fn create_database(base_url: &str) -> String {
-    let (client, connection) = tokio_postgres::connect(base_url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
     let name = format!("texfleet_test_{}", Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let (prefix, _) = base_url
-        .rsplit_once('/')
-        .expect("a URL-form TEXFLEET_DATABASE_URL");
-    format!("{prefix}/{name}")
+    db::create_database(base_url, &name).await.unwrap()
 }
 
 async fn create_project(pool: &db::Pool) -> (Uuid, String) {
@@ -240,15 +246,24 @@ pub fn pdf_text(pdf: &[u8]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Containers that still carry a job's label (there should be none once it is terminal).
+/// Containers of a job that still exist: created for it (labelled with its id) or taken from
+/// the warm pool (renamed `texfleet-<job id>-<attempt>`).
 pub async fn containers_of_job(job_id: &str) -> Vec<String> {
+    let mut found = sandbox_containers("label", &format!("org.texfleet.job={job_id}")).await;
+    found.extend(sandbox_containers("name", &format!("texfleet-{job_id}")).await);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Ids of the containers matching one Docker list filter.
+pub async fn sandbox_containers(filter: &str, value: &str) -> Vec<String> {
     let docker = bollard::Docker::connect_with_defaults()
         .unwrap()
         .negotiate_version()
         .await
         .unwrap();
-    let filters =
-        std::collections::HashMap::from([("label", vec![format!("org.texfleet.job={job_id}")])]);
+    let filters = std::collections::HashMap::from([(filter, vec![value.to_string()])]);
     let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
@@ -414,6 +429,22 @@ where
 {
     let started = Instant::now();
     while !condition().await {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `probe` finds something, checking every 100 ms, failing after `limit`.
+pub async fn eventually_some<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(found) = probe().await {
+            return found;
+        }
         assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -59,23 +59,12 @@ async fn bad_tokens_are_401_with_a_bearer_challenge() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_projects_id_is_403_and_its_jobs_are_404() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let (other_project, other_token) = app.other_project().await;
+    let (other_project, _, theirs) = app.other_project_with_job().await;
     let response = app
         .post_compile(&json!({ "project_id": other_project, "input_latex": HELLO }))
         .await;
     assert_problem(response, 403, "forbidden").await;
 
-    let theirs: Value = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&other_token)
-        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     let id = theirs["id"].as_str().unwrap();
     for path in [
         format!("/compile/{id}"),

@@ -20,19 +20,8 @@ async fn api_role(app: &TestApp) -> tokio_postgres::Client {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let (other_project, other_token) = app.other_project().await;
     let ours = app.submit(json!({ "input_latex": HELLO })).await;
-    let theirs: Value = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&other_token)
-        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (other_project, _, theirs) = app.other_project_with_job().await;
     let their_id: uuid::Uuid = theirs["id"].as_str().unwrap().parse().unwrap();
 
     let mut client = api_role(&app).await;
@@ -99,18 +88,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn no_route_reaches_another_projects_jobs() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let (other_project, other_token) = app.other_project().await;
-    let theirs: Value = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&other_token)
-        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (other_project, other_token, theirs) = app.other_project_with_job().await;
     let id = theirs["id"].as_str().unwrap();
     for path in [
         format!("/compile/{id}"),

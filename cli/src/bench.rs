@@ -1,0 +1,437 @@
+//! `texfleet bench`: the service's speed beside what the compiler alone achieves, in one run
+//! on the running stack (`./dev/bench`). Every figure is printed beside its floor as a ratio,
+//! so that runs on noisy machines compare. BENCHMARKS.md records the latest figures.
+//!
+//! - floor: latexmk in an already running sandbox container, nothing around it;
+//! - end to end: POST to Succeeded (PDF stored) through the API, per document, p50 and p95;
+//! - throughput: hello-world jobs per second at saturation, beside the floor's on as many
+//!   containers as the scheduler has slots;
+//! - API ingest: POST /compile per second and p99, on a database no scheduler serves;
+//! - queue alone: claims and completions per second with a no-op sandbox.
+
+use anyhow::{ensure, Context as _};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use texfleet_core::db::{self, Outcome};
+use texfleet_core::model::JobStatus;
+use texfleet_core::{token, Config};
+use texfleet_scheduler::docker::Sandbox;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Sequential end-to-end runs per document (and floor runs per document).
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Hello-world jobs for the throughput figure.
+    #[arg(long, default_value_t = 200)]
+    throughput_jobs: usize,
+    /// POST /compile requests for the ingest figure.
+    #[arg(long, default_value_t = 5000)]
+    ingest_requests: usize,
+    #[arg(long, default_value_t = 32)]
+    ingest_concurrency: usize,
+    /// Concurrent workers claiming and completing for the queue figure.
+    #[arg(long, default_value_t = 8)]
+    queue_workers: usize,
+    #[command(flatten)]
+    server: crate::ServerArgs,
+}
+
+struct Document {
+    name: &'static str,
+    main: &'static str,
+    bibliography: Option<&'static str>,
+}
+
+const DOCUMENTS: [Document; 3] = [
+    Document {
+        name: "hello",
+        main: include_str!("../../bench/hello.tex"),
+        bibliography: None,
+    },
+    Document {
+        name: "article",
+        main: include_str!("../../bench/article.tex"),
+        bibliography: Some(include_str!("../../bench/refs.bib")),
+    },
+    Document {
+        name: "tikz",
+        main: include_str!("../../bench/tikz.tex"),
+        bibliography: None,
+    },
+];
+
+/// Compiles $MAIN (and $BIB as refs.bib) in a fresh directory of the container's tmpfs and
+/// prints the compile's microseconds, or nothing when no PDF came out.
+const FLOOR_SCRIPT: &str = r#"d=$(mktemp -d -p /work) && cd "$d" && printf %s "$MAIN" | base64 -d > main.tex &&
+{ [ -z "$BIB" ] || printf %s "$BIB" | base64 -d > refs.bib; } &&
+s=$(date +%s%N); latexmk -norc -pdf -interaction=nonstopmode -jobname=output main.tex >/dev/null 2>&1; e=$(date +%s%N);
+[ -s output.pdf ] && echo $(( (e - s) / 1000 )); cd /; rm -rf "$d""#;
+
+pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
+    let slots = config.scheduler_slots();
+    println!(
+        "texfleet bench: {} cores, {} scheduler slots, warm pool {}, {}",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        slots,
+        config.warm_pool_size.unwrap_or(slots),
+        OffsetDateTime::now_utc().date()
+    );
+    let sandbox = Sandbox::connect(&config, "bench", "bench").await?;
+    let mut floors = Vec::new();
+    for _ in 0..slots {
+        floors.push(sandbox.floor_container().await?);
+    }
+    let result = measure(&config, &args, &sandbox, &floors).await;
+    for floor in &floors {
+        sandbox.discard(floor).await;
+    }
+    result
+}
+
+async fn measure(
+    config: &Config,
+    args: &BenchArgs,
+    sandbox: &Sandbox,
+    floors: &[String],
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    println!("\nend to end through the service (POST to Succeeded, PDF stored) vs the floor (latexmk in a running sandbox):");
+    for document in &DOCUMENTS {
+        let mut floor = Vec::new();
+        for _ in 0..args.runs {
+            floor.push(floor_compile(sandbox, &floors[0], document).await?);
+        }
+        let mut service = Vec::new();
+        for _ in 0..args.runs {
+            let started = Instant::now();
+            let job = submit(&http, args, document, true).await?;
+            ensure!(
+                job["status"] == "Succeeded",
+                "{} ended {}",
+                document.name,
+                job["status"]
+            );
+            service.push(started.elapsed());
+        }
+        let (floor_p50, service_p50, service_p95) = (
+            percentile(&floor, 0.5),
+            percentile(&service, 0.5),
+            percentile(&service, 0.95),
+        );
+        println!(
+            "  {:<8} service p50 {:>6.0} ms  p95 {:>6.0} ms | floor p50 {:>6.0} ms | overhead {:>+5.0} ms | ratio {:.2}",
+            document.name,
+            ms(service_p50),
+            ms(service_p95),
+            ms(floor_p50),
+            ms(service_p50) - ms(floor_p50),
+            ms(service_p50) / ms(floor_p50)
+        );
+    }
+
+    let service_rate = service_throughput(&http, args).await?;
+    let floor_rate = floor_throughput(sandbox, floors, args.throughput_jobs.min(40)).await?;
+    println!(
+        "\nthroughput at saturation ({} hello jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {} containers | {:.0}% of the floor",
+        args.throughput_jobs,
+        floors.len(),
+        100.0 * service_rate / floor_rate
+    );
+
+    ingest_and_queue(config, args).await
+}
+
+/// One compile in a running sandbox, timed inside it.
+async fn floor_compile(
+    sandbox: &Sandbox,
+    container: &str,
+    document: &Document,
+) -> anyhow::Result<Duration> {
+    let env = vec![
+        format!("MAIN={}", BASE64.encode(document.main)),
+        format!(
+            "BIB={}",
+            document
+                .bibliography
+                .map(|b| BASE64.encode(b))
+                .unwrap_or_default()
+        ),
+    ];
+    let output = sandbox.exec(container, FLOOR_SCRIPT, env).await?;
+    let micros: u64 = output
+        .trim()
+        .parse()
+        .with_context(|| format!("the floor compile of {} produced no PDF", document.name))?;
+    Ok(Duration::from_micros(micros))
+}
+
+async fn submit(
+    http: &reqwest::Client,
+    args: &BenchArgs,
+    document: &Document,
+    wait: bool,
+) -> anyhow::Result<Value> {
+    let mut body = json!({ "project_id": args.server.project, "input_latex": document.main });
+    if let Some(bibliography) = document.bibliography {
+        body["files"] = json!([{ "path": "refs.bib", "content": bibliography }]);
+    }
+    let mut request = http
+        .post(format!("{}/compile", args.server.url))
+        .bearer_auth(&args.server.token)
+        .json(&body);
+    if wait {
+        request = request.header("Prefer", "wait=60");
+    }
+    let response = request.send().await?;
+    ensure!(
+        response.status().is_success(),
+        "POST /compile answered {}",
+        response.status()
+    );
+    Ok(response.json().await?)
+}
+
+/// Jobs per second from the first submission to the last job's end, by the server's clock.
+async fn service_throughput(http: &reqwest::Client, args: &BenchArgs) -> anyhow::Result<f64> {
+    let mut ids = Vec::new();
+    for _ in 0..args.throughput_jobs {
+        ids.push(
+            submit(http, args, &DOCUMENTS[0], false).await?["id"]
+                .as_str()
+                .context("job id")?
+                .to_string(),
+        );
+    }
+    let mut first_created = None;
+    let mut last_finished = None;
+    for id in &ids {
+        let job = loop {
+            let job: Value = http
+                .get(format!("{}/compile/{id}", args.server.url))
+                .bearer_auth(&args.server.token)
+                .header("Prefer", "wait=60")
+                .send()
+                .await?
+                .json()
+                .await?;
+            if job["status"] != "Queued" && job["status"] != "Running" {
+                break job;
+            }
+        };
+        ensure!(
+            job["status"] == "Succeeded",
+            "a throughput job ended {}",
+            job["status"]
+        );
+        let created = parse_time(&job["created_at"])?;
+        let finished = parse_time(&job["finished_at"])?;
+        first_created = Some(first_created.map_or(created, |t: OffsetDateTime| t.min(created)));
+        last_finished = Some(last_finished.map_or(finished, |t: OffsetDateTime| t.max(finished)));
+    }
+    let span =
+        (last_finished.context("no jobs")? - first_created.context("no jobs")?).as_seconds_f64();
+    Ok(ids.len() as f64 / span)
+}
+
+/// Hello-world compiles per second on `floors` containers in parallel.
+async fn floor_throughput(
+    sandbox: &Sandbox,
+    floors: &[String],
+    total: usize,
+) -> anyhow::Result<f64> {
+    let per_container = total.div_ceil(floors.len());
+    let started = Instant::now();
+    let runs = floors.iter().map(|container| async move {
+        for _ in 0..per_container {
+            floor_compile(sandbox, container, &DOCUMENTS[0]).await?;
+        }
+        anyhow::Ok(())
+    });
+    for result in futures::future::join_all(runs).await {
+        result?;
+    }
+    Ok((per_container * floors.len()) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// API ingest and the queue alone, on a database of their own that no scheduler serves.
+async fn ingest_and_queue(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+    let name = format!("texfleet_bench_{}", Uuid::new_v4().simple());
+    let owner_url = db::create_database(&config.database_url, &name).await?;
+    let result = ingest_and_queue_in(config, args, &owner_url).await;
+    db::drop_database(&config.database_url, &name).await?;
+    result
+}
+
+async fn ingest_and_queue_in(
+    config: &Config,
+    args: &BenchArgs,
+    owner_url: &str,
+) -> anyhow::Result<()> {
+    db::migrate(owner_url).await?;
+    let rename = |url: &str| {
+        format!(
+            "{}/{}",
+            url.rsplit_once('/').map_or(url, |(prefix, _)| prefix),
+            owner_url.rsplit('/').next().unwrap_or("")
+        )
+    };
+    let bench_config = Config {
+        database_url: owner_url.to_string(),
+        api_database_url: rename(config.api_database_url()),
+        scheduler_database_url: rename(config.scheduler_database_url()),
+        listen_addr: "127.0.0.1:0".into(),
+        rate_limit_per_second: 0,
+        max_queued_per_project: i64::MAX,
+        database_pool_size: 32,
+        ..config.clone()
+    };
+    let owner = db::pool(&bench_config, owner_url)?;
+    let project = db::create_project(&**owner.get().await?, "bench").await?;
+    let secret = token::generate();
+    db::create_token(
+        &**owner.get().await?,
+        project,
+        "bench",
+        &token::hash(&secret),
+        None,
+    )
+    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(texfleet_api::serve(bench_config.clone(), listener, async {
+        let _ = stopped.await;
+    }));
+
+    let http = reqwest::Client::new();
+    let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main });
+    let sent = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
+    let started = Instant::now();
+    let workers = (0..args.ingest_concurrency).map(|_| {
+        let (http, url, secret, body, sent, latencies) = (
+            http.clone(),
+            url.clone(),
+            secret.clone(),
+            body.clone(),
+            sent.clone(),
+            latencies.clone(),
+        );
+        let total = args.ingest_requests;
+        tokio::spawn(async move {
+            while sent.fetch_add(1, Ordering::Relaxed) < total {
+                let request_started = Instant::now();
+                let response = http
+                    .post(format!("{url}/compile"))
+                    .bearer_auth(&secret)
+                    .json(&body)
+                    .send()
+                    .await?;
+                ensure!(
+                    response.status() == 202,
+                    "ingest answered {}",
+                    response.status()
+                );
+                latencies
+                    .lock()
+                    .expect("latencies")
+                    .push(request_started.elapsed());
+            }
+            anyhow::Ok(())
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let latencies = latencies.lock().expect("latencies").clone();
+    println!(
+        "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms",
+        latencies.len(),
+        args.ingest_concurrency,
+        latencies.len() as f64 / elapsed,
+        ms(percentile(&latencies, 0.5)),
+        ms(percentile(&latencies, 0.99))
+    );
+    let _ = stop.send(());
+    let _ = server.await;
+
+    // The ingested jobs are the queue's work; a no-op sandbox completes each at once.
+    let scheduler_pool = db::pool(&bench_config, &bench_config.scheduler_database_url)?;
+    let outcome = Outcome {
+        status: JobStatus::Succeeded,
+        error: None,
+        diagnostics: Vec::new(),
+        pdf_storage_key: None,
+        log_storage_key: None,
+        duration_ms: Some(0),
+    };
+    let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let started = Instant::now();
+    let workers = (0..args.queue_workers).map(|worker| {
+        let (pool, outcome, claims, completions) = (
+            scheduler_pool.clone(),
+            outcome.clone(),
+            claims.clone(),
+            completions.clone(),
+        );
+        tokio::spawn(async move {
+            let owner = format!("bench-{worker}");
+            loop {
+                let jobs = db::claim_jobs(&pool, &owner, 60, 16, usize::MAX / 2).await?;
+                if jobs.is_empty() {
+                    return anyhow::Ok(());
+                }
+                claims.fetch_add(jobs.len(), Ordering::Relaxed);
+                for job in jobs {
+                    ensure!(
+                        db::finish_job(&pool, job.id, &owner, &outcome)
+                            .await?
+                            .is_some(),
+                        "lost a lease"
+                    );
+                    completions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "queue alone ({} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s",
+        completions.load(Ordering::Relaxed),
+        args.queue_workers,
+        claims.load(Ordering::Relaxed) as f64 / elapsed,
+        completions.load(Ordering::Relaxed) as f64 / elapsed
+    );
+    Ok(())
+}
+
+fn parse_time(value: &Value) -> anyhow::Result<OffsetDateTime> {
+    let text = value.as_str().context("a timestamp")?;
+    Ok(OffsetDateTime::parse(
+        text,
+        &time::format_description::well_known::Rfc3339,
+    )?)
+}
+
+fn percentile(samples: &[Duration], quantile: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let index =
+        ((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,108 @@
+//! The warm pool: sandbox containers created and started ahead of demand, so that a job does
+//! not wait the half second Docker needs to start one. Isolation stays per job: each pool
+//! container serves exactly one job and is destroyed after it, with the same settings as a
+//! container created for the job. The pool is refilled in the background, and a container
+//! that is too old or no longer running is replaced.
+
+use crate::compile::Context;
+use crate::docker::{Sandbox, WarmContainer};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How often the pool is checked even when nothing was taken from it.
+const CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+pub struct WarmPool {
+    size: usize,
+    max_age: Duration,
+    ready: Mutex<VecDeque<WarmContainer>>,
+    /// Labels of every container the pool created that still exists (ready or serving a
+    /// job), so that the orphan sweep knows them as ours.
+    labels: Mutex<HashSet<String>>,
+    taken: Notify,
+}
+
+impl WarmPool {
+    pub fn new(size: usize, max_age: Duration) -> WarmPool {
+        WarmPool {
+            size,
+            max_age,
+            ready: Mutex::default(),
+            labels: Mutex::default(),
+            taken: Notify::new(),
+        }
+    }
+
+    /// A ready container for a job (the youngest; older ones are left for replacement), if the
+    /// pool has one young enough. The caller runs the job in it and then calls
+    /// [`WarmPool::forget`].
+    pub fn take(&self) -> Option<WarmContainer> {
+        let mut ready = self.ready.lock().expect("pool");
+        let young = ready
+            .back()
+            .is_some_and(|warm| warm.created.elapsed() < self.max_age);
+        let warm = if young { ready.pop_back() } else { None };
+        drop(ready);
+        self.taken.notify_one();
+        warm
+    }
+
+    /// The container with this label is gone.
+    pub fn forget(&self, label: &str) {
+        self.labels.lock().expect("pool").remove(label);
+    }
+
+    pub fn labels(&self) -> HashSet<String> {
+        self.labels.lock().expect("pool").clone()
+    }
+
+    /// Keeps the pool full until the task is aborted: replaces containers that are too old or
+    /// stopped, and creates new ones after each take.
+    pub async fn maintain(self: Arc<Self>, context: Arc<Context>) {
+        let sandbox = &context.sandbox;
+        loop {
+            self.retire_stale(sandbox).await;
+            while self.ready.lock().expect("pool").len() < self.size {
+                match sandbox.warm().await {
+                    Ok(warm) => {
+                        self.labels.lock().expect("pool").insert(warm.label.clone());
+                        self.ready.lock().expect("pool").push_back(warm);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not warm a sandbox container");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.taken.notified() => {}
+                _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+            }
+        }
+    }
+
+    async fn retire_stale(&self, sandbox: &Sandbox) {
+        let candidates: VecDeque<WarmContainer> =
+            std::mem::take(&mut *self.ready.lock().expect("pool"));
+        for warm in candidates {
+            if warm.created.elapsed() < self.max_age && sandbox.is_running(&warm).await {
+                self.ready.lock().expect("pool").push_back(warm);
+            } else {
+                tracing::info!(container = warm.id, "replacing a stale warm container");
+                sandbox.discard(&warm.id).await;
+                self.forget(&warm.label);
+            }
+        }
+    }
+
+    /// Removes every ready container (at shutdown).
+    pub async fn drain(&self, sandbox: &Sandbox) {
+        let ready: VecDeque<WarmContainer> = std::mem::take(&mut *self.ready.lock().expect("pool"));
+        for warm in ready {
+            sandbox.discard(&warm.id).await;
+            self.forget(&warm.label);
+        }
+    }
+}
