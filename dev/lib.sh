@@ -15,7 +15,9 @@ scheduler_metrics_port=19464
 
 garage_version=2.5.0
 schemathesis_version=4.32.5
-bin="$root/target/debug/texfleet"
+# DEV_PROFILE=release builds and runs optimised binaries (./dev/bench does).
+profile=${DEV_PROFILE:-debug}
+bin="$root/target/$profile/texfleet"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -109,6 +109,7 @@ async fn measure(
             floor.push(floor_compile(sandbox, &floors[0], document).await?);
         }
         let mut service = Vec::new();
+        let mut phases = Phases::default();
         for _ in 0..args.runs {
             let started = Instant::now();
             let job = submit(&http, args, document, true).await?;
@@ -119,6 +120,7 @@ async fn measure(
                 job["status"]
             );
             service.push(started.elapsed());
+            phases.add(&job, started.elapsed())?;
         }
         let (floor_p50, service_p50, service_p95) = (
             percentile(&floor, 0.5),
@@ -133,6 +135,10 @@ async fn measure(
             ms(floor_p50),
             ms(service_p50) - ms(floor_p50),
             ms(service_p50) / ms(floor_p50)
+        );
+        println!(
+            "           where the time goes (means): {}",
+            phases.summary(args.runs)
         );
     }
 
@@ -414,6 +420,42 @@ async fn ingest_and_queue_in(
         completions.load(Ordering::Relaxed) as f64 / elapsed
     );
     Ok(())
+}
+
+/// Where a job's time went, from its own timestamps: waiting to be claimed, compiling in the
+/// sandbox, the sandbox and upload work around the compile, and the API and notification path
+/// to the client.
+#[derive(Default)]
+struct Phases {
+    queue: f64,
+    compile: f64,
+    around: f64,
+    client: f64,
+}
+
+impl Phases {
+    fn add(&mut self, job: &Value, observed: Duration) -> anyhow::Result<()> {
+        let created = parse_time(&job["created_at"])?;
+        let started = parse_time(&job["started_at"])?;
+        let finished = parse_time(&job["finished_at"])?;
+        let compile = job["duration_ms"].as_f64().context("duration_ms")?;
+        self.queue += (started - created).as_seconds_f64() * 1000.0;
+        self.compile += compile;
+        self.around += (finished - started).as_seconds_f64() * 1000.0 - compile;
+        self.client += ms(observed) - (finished - created).as_seconds_f64() * 1000.0;
+        Ok(())
+    }
+
+    fn summary(&self, runs: usize) -> String {
+        let n = runs.max(1) as f64;
+        format!(
+            "queue {:.0} ms, compile {:.0} ms, container and upload {:.0} ms, API and notification {:.0} ms",
+            self.queue / n,
+            self.compile / n,
+            self.around / n,
+            self.client / n
+        )
+    }
 }
 
 fn parse_time(value: &Value) -> anyhow::Result<OffsetDateTime> {

@@ -80,7 +80,15 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    let containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+    // A job's container is removed while its outputs upload, so give removals a moment.
+    let mut containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+    for _ in 0..50 {
+        if containers == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+    }
     println!(
         "jobs: {} submitted in {submit_seconds:.1} s, all terminal after {:.1} s",
         submitted.len(),

@@ -20,6 +20,7 @@ use texfleet_core::Config;
 use texfleet_sandbox::CHECK_ARG;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 /// The job label of a warm pool container until it takes a job (it is renamed then).
@@ -91,12 +92,14 @@ fn time_now_seconds() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
+#[derive(Clone)]
 pub struct Sandbox {
     docker: bollard::Docker,
     image: String,
     host_config: HostConfig,
     scheduler_id: String,
     deployment: String,
+    removals: TaskTracker,
 }
 
 impl Sandbox {
@@ -123,6 +126,7 @@ impl Sandbox {
             host_config: host_config(config),
             scheduler_id: scheduler_id.to_string(),
             deployment: deployment.to_string(),
+            removals: TaskTracker::new(),
         })
     }
 
@@ -160,8 +164,18 @@ impl Sandbox {
         let result = self
             .attach_and_run(&container, started, stdin, deadline, max_stdout, stop)
             .await;
-        self.discard(&container).await;
+        // The outputs are in hand: removing the container (a tenth of a second or more) need
+        // not delay the upload and the answer. [`Sandbox::settle`] waits for these removals.
+        let sandbox = self.clone();
+        self.removals
+            .spawn(async move { sandbox.discard(&container).await });
         result
+    }
+
+    /// Waits for the container removals still under way (at shutdown).
+    pub async fn settle(&self) {
+        self.removals.close();
+        self.removals.wait().await;
     }
 
     /// Creates and starts a container whose supervisor waits for one job: the warm pool's

@@ -199,6 +199,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         running.stop_all(StopReason::Shutdown);
         let _all = free_slots.acquire_many(slots as u32).await?;
     }
+    context.sandbox.settle().await;
     listener.abort();
     if let Some(server) = metrics_server {
         server.abort();

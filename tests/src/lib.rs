@@ -449,3 +449,14 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Asserts that a finished job's container is removed promptly (the scheduler removes it
+/// while it uploads, so it may outlive the job's final state by a moment).
+pub async fn assert_container_removed(job_id: &str) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("the container of job {job_id} is removed"),
+        || async { containers_of_job(job_id).await.is_empty() },
+    )
+    .await;
+}

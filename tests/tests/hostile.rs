@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use texfleet_e2e::{canary, containers_of_job, pdf_bytes_inflated, pdf_text, TestApp};
+use texfleet_e2e::{assert_container_removed, canary, pdf_bytes_inflated, pdf_text, TestApp};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -181,10 +181,7 @@ async fn hostile_documents_leak_nothing_and_end_as_expected() {
         .iter()
         .chain([normal["id"].as_str().unwrap().to_string()].iter())
     {
-        assert!(
-            containers_of_job(id).await.is_empty(),
-            "container of {id} left behind"
-        );
+        assert_container_removed(id).await;
     }
 }
 

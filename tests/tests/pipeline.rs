@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use texfleet_e2e::{containers_of_job, pdf_text, TestApp, HELLO};
+use texfleet_e2e::{assert_container_removed, pdf_text, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -43,10 +43,7 @@ async fn assert_succeeded_with_text(app: &TestApp, job: &Value, words: &[&str]) 
     assert_eq!(served.status(), 200);
     assert_eq!(served.headers()["content-type"], "application/pdf");
     assert_eq!(served.bytes().await.unwrap().as_ref(), stored.as_slice());
-    assert!(
-        containers_of_job(id).await.is_empty(),
-        "container of {id} left behind"
-    );
+    assert_container_removed(id).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -121,7 +118,7 @@ async fn an_undefined_control_sequence_fails_with_a_diagnostic_naming_its_line()
     );
     let pdf = app.get(&format!("/compile/{}/pdf", id_of(&job))).await;
     assert_eq!(pdf.status(), 409);
-    assert!(containers_of_job(id_of(&job)).await.is_empty());
+    assert_container_removed(id_of(&job)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -138,5 +135,5 @@ async fn an_endless_loop_times_out_within_the_limit() {
     let took = (finished - started).as_seconds_f64();
     let limit = (timeout + app.config.kill_grace_seconds) as f64 + 2.0;
     assert!(took < limit, "took {took}s, more than {limit}s");
-    assert!(containers_of_job(id_of(&job)).await.is_empty());
+    assert_container_removed(id_of(&job)).await;
 }

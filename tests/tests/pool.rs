@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use std::time::Duration;
-use texfleet_e2e::{containers_of_job, eventually_some, sandbox_containers, TestApp};
+use texfleet_e2e::{containers_of_job, eventually, eventually_some, sandbox_containers, TestApp};
 
 /// About two seconds of TeX arithmetic, so that the job's container can be seen running.
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
@@ -53,11 +53,12 @@ async fn a_warm_container_serves_exactly_one_job_and_is_replaced() {
         first, first_warm[0],
         "the job did not run in the warm container"
     );
-    assert!(
-        containers_of_job(&first).await.is_empty()
-            && !sandbox_containers("id", &first).await.contains(&first),
-        "the warm container outlived its job"
-    );
+    eventually(
+        Duration::from_secs(10),
+        "the warm container is destroyed after its job",
+        || async { !sandbox_containers("id", &first).await.contains(&first) },
+    )
+    .await;
     let second_warm = eventually_some(Duration::from_secs(60), "the pool is refilled", || async {
         Some(warm_containers(&deployment).await).filter(|warm| warm.len() == 1)
     })
