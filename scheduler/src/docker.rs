@@ -196,14 +196,10 @@ impl Sandbox {
         })
     }
 
-    /// Whether a warm container is still running (its supervisor waiting for a job).
-    pub async fn is_running(&self, warm: &WarmContainer) -> bool {
-        let state = self
-            .docker
-            .inspect_container(&warm.id, None)
-            .await
-            .ok()
-            .and_then(|c| c.state);
+    /// Whether a container is still running (a warm one: its supervisor waiting for a job).
+    pub async fn is_running(&self, container: &str) -> bool {
+        let inspected = self.docker.inspect_container(container, None).await;
+        let state = inspected.ok().and_then(|c| c.state);
         state.and_then(|s| s.running).unwrap_or(false)
     }
 

@@ -83,16 +83,35 @@ impl WarmPool {
         }
     }
 
+    /// Replaces containers that are too old or no longer running. The ready list stays usable
+    /// meanwhile: only the stale ones are taken out of it, after they were checked.
     async fn retire_stale(&self, sandbox: &Sandbox) {
-        let candidates: VecDeque<WarmContainer> =
-            std::mem::take(&mut *self.ready.lock().expect("pool"));
-        for warm in candidates {
-            if warm.created.elapsed() < self.max_age && sandbox.is_running(&warm).await {
-                self.ready.lock().expect("pool").push_back(warm);
-            } else {
-                tracing::info!(container = warm.id, "replacing a stale warm container");
-                sandbox.discard(&warm.id).await;
-                self.forget(&warm.label);
+        let snapshot: Vec<(String, String, bool)> = self
+            .ready
+            .lock()
+            .expect("pool")
+            .iter()
+            .map(|warm| {
+                (
+                    warm.id.clone(),
+                    warm.label.clone(),
+                    warm.created.elapsed() >= self.max_age,
+                )
+            })
+            .collect();
+        for (id, label, too_old) in snapshot {
+            if !too_old && sandbox.is_running(&id).await {
+                continue;
+            }
+            let removed = {
+                let mut ready = self.ready.lock().expect("pool");
+                let position = ready.iter().position(|warm| warm.label == label);
+                position.and_then(|position| ready.remove(position))
+            };
+            if removed.is_some() {
+                tracing::info!(container = id, "replacing a stale warm container");
+                sandbox.discard(&id).await;
+                self.forget(&label);
             }
         }
     }

@@ -346,6 +346,7 @@ impl SchedulerProcess {
         let settings = serde_json::to_value(config).unwrap();
         for (key, value) in settings.as_object().unwrap() {
             let value = match value {
+                Value::Null => continue,
                 Value::String(text) => text.clone(),
                 other => other.to_string(),
             };
