@@ -180,8 +180,8 @@ impl Sandbox {
 
     /// Creates and starts a container whose supervisor waits for one job: the warm pool's
     /// stock, so that a job does not wait for container start-up.
-    pub async fn warm(&self) -> Result<WarmContainer, DockerError> {
-        let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
+    pub async fn warm(&self, label: &str) -> Result<WarmContainer, DockerError> {
+        let label = label.to_string();
         let id = self
             .create(&format!("texfleet-{label}"), &label, &[SUPERVISOR])
             .await?;

@@ -5,11 +5,12 @@
 //! that is too old or no longer running is replaced.
 
 use crate::compile::Context;
-use crate::docker::{Sandbox, WarmContainer};
+use crate::docker::{Sandbox, WarmContainer, POOL_LABEL_PREFIX};
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 /// How often the pool is checked even when nothing was taken from it.
 const CHECK_INTERVAL: Duration = Duration::from_secs(10);
@@ -65,13 +66,14 @@ impl WarmPool {
         loop {
             self.retire_stale(sandbox).await;
             while self.ready.lock().expect("pool").len() < self.size {
-                match sandbox.warm().await {
-                    Ok(warm) => {
-                        self.labels.lock().expect("pool").insert(warm.label.clone());
-                        self.ready.lock().expect("pool").push_back(warm);
-                    }
+                // Known as ours before it exists, so that no orphan sweep can take it meanwhile.
+                let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
+                self.labels.lock().expect("pool").insert(label.clone());
+                match sandbox.warm(&label).await {
+                    Ok(warm) => self.ready.lock().expect("pool").push_back(warm),
                     Err(error) => {
                         tracing::warn!(%error, "could not warm a sandbox container");
+                        self.forget(&label);
                         break;
                     }
                 }

@@ -9,10 +9,31 @@ use texfleet_e2e::{containers_of_job, eventually, eventually_some, sandbox_conta
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
     \\loop\\advance\\count255 by 1 \\ifnum\\count255<3000000 \\repeat Done.\\end{document}";
 
+/// The deployment's warm containers that are started (their supervisors waiting for a job).
 async fn warm_containers(deployment: &str) -> Vec<String> {
-    let ours = sandbox_containers("label", &format!("org.texfleet.deployment={deployment}")).await;
-    let pool = sandbox_containers("name", "texfleet-pool-").await;
-    ours.into_iter().filter(|id| pool.contains(id)).collect()
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let filters = std::collections::HashMap::from([
+        (
+            "label",
+            vec![format!("org.texfleet.deployment={deployment}")],
+        ),
+        ("name", vec!["texfleet-pool-".to_string()]),
+        ("status", vec!["running".to_string()]),
+    ]);
+    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
 }
 
 async fn run_and_see_container(app: &TestApp) -> String {

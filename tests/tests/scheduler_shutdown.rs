@@ -19,7 +19,7 @@ async fn sigterm_hands_unfinished_jobs_back_to_the_queue() {
         .await;
     let id = endless["id"].as_str().unwrap().to_string();
     eventually(
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         "the compile is running",
         || async { !containers_of_job(&id).await.is_empty() },
     )
