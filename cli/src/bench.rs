@@ -218,19 +218,7 @@ async fn service_throughput(http: &reqwest::Client, args: &BenchArgs) -> anyhow:
     let mut first_created = None;
     let mut last_finished = None;
     for id in &ids {
-        let job = loop {
-            let job: Value = http
-                .get(format!("{}/compile/{id}", args.server.url))
-                .bearer_auth(&args.server.token)
-                .header("Prefer", "wait=60")
-                .send()
-                .await?
-                .json()
-                .await?;
-            if job["status"] != "Queued" && job["status"] != "Running" {
-                break job;
-            }
-        };
+        let job = args.server.wait_terminal(http, id).await?;
         ensure!(
             job["status"] == "Succeeded",
             "a throughput job ended {}",

@@ -42,6 +42,29 @@ pub struct ServerArgs {
     project: Uuid,
 }
 
+impl ServerArgs {
+    /// A job once it is terminal, waiting on the server (`Prefer: wait`) rather than polling.
+    pub async fn wait_terminal(
+        &self,
+        http: &reqwest::Client,
+        id: &str,
+    ) -> anyhow::Result<serde_json::Value> {
+        loop {
+            let job: serde_json::Value = http
+                .get(format!("{}/compile/{id}", self.url))
+                .bearer_auth(&self.token)
+                .header("Prefer", "wait=60")
+                .send()
+                .await?
+                .json()
+                .await?;
+            if job["status"] != "Queued" && job["status"] != "Running" {
+                return Ok(job);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,

@@ -72,7 +72,8 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut unexpected = Vec::new();
     for (id, kind, expected) in &submitted {
-        let status = wait_terminal(&http, &args, id).await?;
+        let job = args.server.wait_terminal(&http, id).await?;
+        let status = job["status"].as_str().context("job status")?.to_string();
         *counts.entry(status.clone()).or_default() += 1;
         if status != *expected {
             unexpected.push(format!(
@@ -112,27 +113,6 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         "the soak found problems"
     );
     Ok(())
-}
-
-async fn wait_terminal(
-    http: &reqwest::Client,
-    args: &SoakArgs,
-    id: &str,
-) -> anyhow::Result<String> {
-    loop {
-        let job: Value = http
-            .get(format!("{}/compile/{id}", args.server.url))
-            .bearer_auth(&args.server.token)
-            .header("Prefer", "wait=60")
-            .send()
-            .await?
-            .json()
-            .await?;
-        let status = job["status"].as_str().context("job status")?;
-        if status != "Queued" && status != "Running" {
-            return Ok(status.to_string());
-        }
-    }
 }
 
 fn resident_memory(pid: u32) -> Option<String> {

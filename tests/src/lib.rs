@@ -249,21 +249,24 @@ pub fn pdf_text(pdf: &[u8]) -> String {
 /// Containers of a job that still exist: created for it (labelled with its id) or taken from
 /// the warm pool (renamed `texfleet-<job id>-<attempt>`).
 pub async fn containers_of_job(job_id: &str) -> Vec<String> {
-    let mut found = sandbox_containers("label", &format!("org.texfleet.job={job_id}")).await;
-    found.extend(sandbox_containers("name", &format!("texfleet-{job_id}")).await);
+    let mut found = sandbox_containers(&[("label", &format!("org.texfleet.job={job_id}"))]).await;
+    found.extend(sandbox_containers(&[("name", &format!("texfleet-{job_id}"))]).await);
     found.sort();
     found.dedup();
     found
 }
 
-/// Ids of the containers matching one Docker list filter.
-pub async fn sandbox_containers(filter: &str, value: &str) -> Vec<String> {
+/// Ids of the containers (running or not) matching every Docker list filter given.
+pub async fn sandbox_containers(filters: &[(&str, &str)]) -> Vec<String> {
     let docker = bollard::Docker::connect_with_defaults()
         .unwrap()
         .negotiate_version()
         .await
         .unwrap();
-    let filters = std::collections::HashMap::from([(filter, vec![value.to_string()])]);
+    let filters: std::collections::HashMap<&str, Vec<String>> = filters
+        .iter()
+        .map(|(key, value)| (*key, vec![value.to_string()]))
+        .collect();
     let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)

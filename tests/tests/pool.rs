@@ -11,29 +11,13 @@ const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
 
 /// The deployment's warm containers that are started (their supervisors waiting for a job).
 async fn warm_containers(deployment: &str) -> Vec<String> {
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
-    let filters = std::collections::HashMap::from([
-        (
-            "label",
-            vec![format!("org.texfleet.deployment={deployment}")],
-        ),
-        ("name", vec!["texfleet-pool-".to_string()]),
-        ("status", vec!["running".to_string()]),
-    ]);
-    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
-        .filters(&filters)
-        .build();
-    docker
-        .list_containers(Some(options))
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|c| c.id)
-        .collect()
+    let deployment = format!("org.texfleet.deployment={deployment}");
+    sandbox_containers(&[
+        ("label", &deployment),
+        ("name", "texfleet-pool-"),
+        ("status", "running"),
+    ])
+    .await
 }
 
 async fn run_and_see_container(app: &TestApp) -> String {
@@ -77,7 +61,7 @@ async fn a_warm_container_serves_exactly_one_job_and_is_replaced() {
     eventually(
         Duration::from_secs(10),
         "the warm container is destroyed after its job",
-        || async { !sandbox_containers("id", &first).await.contains(&first) },
+        || async { sandbox_containers(&[("id", &first)]).await.is_empty() },
     )
     .await;
     let second_warm = eventually_some(Duration::from_secs(60), "the pool is refilled", || async {
