@@ -9,11 +9,14 @@ use texfleet_core::db::{self, Notification};
 use texfleet_core::model::Job;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 #[derive(Clone)]
 pub struct JobEvents {
     finished: broadcast::Sender<Uuid>,
+    /// Cancelled when the API shuts down: every wait ends at once.
+    closing: CancellationToken,
 }
 
 impl JobEvents {
@@ -30,7 +33,15 @@ impl JobEvents {
                 let _ = sender.send(id);
             },
         ));
-        JobEvents { finished }
+        JobEvents {
+            finished,
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Ends every wait now (the API is shutting down); waiting requests answer at once.
+    pub fn close(&self) {
+        self.closing.cancel();
     }
 
     /// Returns `job` once it is terminal or `limit` has passed, re-reading it with `fetch`
@@ -54,8 +65,12 @@ impl JobEvents {
         } else {
             fetch(id).await?
         };
-        while !job.status.is_terminal() {
-            match tokio::time::timeout_at(deadline, finished.recv()).await {
+        while !job.status.is_terminal() && !self.closing.is_cancelled() {
+            let notified = tokio::select! {
+                notified = tokio::time::timeout_at(deadline, finished.recv()) => notified,
+                () = self.closing.cancelled() => break,
+            };
+            match notified {
                 Err(_wait_over) => break,
                 Ok(Ok(other)) if other != id && !other.is_nil() => continue,
                 // Ours, a reconnect, or notifications lost to lag: look again.

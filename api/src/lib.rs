@@ -7,18 +7,19 @@
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
 //! - [`problem`]: errors as `application/problem+json`, and request ids.
 
-pub mod auth;
-pub mod events;
-pub mod metrics;
-pub mod problem;
-pub mod request;
-pub mod routes;
+mod auth;
+mod events;
+mod metrics;
+mod problem;
+mod request;
+mod routes;
+mod serve;
 
-use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::{Json, Router};
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use texfleet_core::db::{self, Pool};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
@@ -29,12 +30,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 #[derive(Clone)]
-pub struct AppState {
-    pub pool: Pool,
-    pub storage: Storage,
-    pub config: Arc<Config>,
-    pub events: events::JobEvents,
-    pub rate_limiter: auth::RateLimiter,
+struct AppState {
+    pool: Pool,
+    storage: Storage,
+    config: Arc<Config>,
+    events: events::JobEvents,
+    rate_limiter: auth::RateLimiter,
 }
 
 /// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
@@ -58,8 +59,7 @@ impl Modify for BearerAuth {
 
 /// The routes with their handlers and the OpenAPI document generated from the same handlers,
 /// so that the document cannot drift from what the API does.
-pub fn router(state: AppState) -> Router {
-    let body_limit = state.config.max_body_bytes;
+fn router(state: AppState) -> Router {
     let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::readyz))
@@ -78,7 +78,6 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(problem::request_id))
         .with_state(state)
@@ -97,10 +96,18 @@ pub async fn serve(
         rate_limiter: auth::RateLimiter::new(&config),
         config: Arc::new(config),
     };
-    texfleet_core::metrics::register_build_info("api");
+    metrics::init();
     tracing::info!(addr = %listener.local_addr()?, "api listening");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let bounds = serve::Bounds {
+        max_connections: state.config.max_connections,
+        header_timeout: Duration::from_secs(state.config.header_timeout_seconds),
+    };
+    let events = state.events.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Requests waiting for jobs (Prefer: wait) answer now, with the job as it is.
+        events.close();
+    };
+    serve::serve(listener, router(state), bounds, shutdown).await;
     Ok(())
 }

@@ -5,41 +5,62 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use prometheus::{register_histogram_vec, register_int_counter_vec, HistogramVec, IntCounterVec};
+use prometheus::{
+    register_histogram_vec_with_registry, register_int_counter_vec_with_registry, HistogramVec,
+    IntCounterVec, Registry,
+};
 use std::sync::LazyLock;
 use std::time::Instant;
+use strum::VariantArray;
 use texfleet_core::metrics;
+use texfleet_core::model::Engine;
+
+/// The api's own registry: a process that runs the API and a scheduler (a test) exports
+/// each role's series once, from that role's endpoint.
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(|| metrics::registry("api"));
 
 static HTTP_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    register_int_counter_vec_with_registry!(
         "texfleet_http_requests_total",
         "HTTP requests answered, by route template, method and status.",
-        &["route", "method", "status"]
+        &["route", "method", "status"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 static HTTP_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+    register_histogram_vec_with_registry!(
         "texfleet_http_request_duration_seconds",
         "Time to answer an HTTP request (until the response head), by route template and method.",
         &["route", "method"],
         vec![
             0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             60.0
-        ]
+        ],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static JOBS_SUBMITTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    register_int_counter_vec_with_registry!(
         "texfleet_jobs_submitted_total",
         "Jobs queued through the API, by engine.",
-        &["engine"]
+        &["engine"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
+
+/// Registers every metric, submissions per engine at zero, so that a scrape shows every name.
+pub fn init() {
+    LazyLock::force(&HTTP_REQUESTS);
+    LazyLock::force(&HTTP_DURATION);
+    for engine in Engine::VARIANTS {
+        JOBS_SUBMITTED.with_label_values(&[engine.as_str()]);
+    }
+}
 
 /// Middleware: counts and times every request.
 pub async fn track(request: Request, next: Next) -> Response {
@@ -75,7 +96,7 @@ pub async fn track(request: Request, next: Next) -> Response {
 pub async fn serve() -> Response {
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::encode(),
+        metrics::encode(&REGISTRY),
     )
         .into_response()
 }

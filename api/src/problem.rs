@@ -20,6 +20,18 @@ tokio::task_local! {
 }
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// The most wrong fields a `422` lists; the rest are counted in its detail.
+pub const MAX_LISTED_ERRORS: usize = 50;
+/// The longest field name or message a `422` repeats.
+const MAX_FIELD_CHARS: usize = 200;
+
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
 /// Seconds a client should wait before retrying a `503`.
 const RETRY_AFTER_UNAVAILABLE: u64 = 2;
 /// Seconds a client should wait before submitting again to a full project queue.
@@ -79,8 +91,16 @@ impl Problem {
         Problem::new(StatusCode::BAD_REQUEST, "invalid_json", detail)
     }
 
-    pub fn validation(errors: Vec<FieldError>) -> Problem {
-        let detail = errors
+    /// A `422` listing the first [`MAX_LISTED_ERRORS`] wrong fields (names and messages cut
+    /// to size) and counting the rest, so that a hostile body cannot make a huge answer.
+    pub fn validation(mut errors: Vec<FieldError>) -> Problem {
+        let omitted = errors.len().saturating_sub(MAX_LISTED_ERRORS);
+        errors.truncate(MAX_LISTED_ERRORS);
+        for error in &mut errors {
+            error.field = cut(&error.field, MAX_FIELD_CHARS);
+            error.message = cut(&error.message, MAX_FIELD_CHARS);
+        }
+        let mut detail = errors
             .iter()
             .map(|e| {
                 if e.field.is_empty() {
@@ -91,6 +111,9 @@ impl Problem {
             })
             .collect::<Vec<_>>()
             .join("; ");
+        if omitted > 0 {
+            detail.push_str(&format!("; and {omitted} more"));
+        }
         Problem {
             errors,
             ..Problem::new(
@@ -126,6 +149,14 @@ impl Problem {
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             format!("the body exceeds {limit} bytes"),
+        )
+    }
+
+    pub fn request_timeout(seconds: u64) -> Problem {
+        Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("the body did not arrive within {seconds} seconds"),
         )
     }
 
@@ -197,6 +228,22 @@ pub struct ProblemBody {
     pub request_id: String,
 }
 
+/// The error answers that every route behind a token may give, documented once for all of
+/// them in the OpenAPI document.
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::IntoResponses)]
+pub enum AuthenticatedProblems {
+    /// No, malformed, unknown, revoked or expired token
+    #[response(status = 401, content_type = "application/problem+json")]
+    Unauthorized(ProblemBody),
+    /// Too many requests for this token
+    #[response(status = 429, content_type = "application/problem+json")]
+    RateLimited(ProblemBody),
+    /// Postgres is unavailable
+    #[response(status = 503, content_type = "application/problem+json")]
+    Unavailable(ProblemBody),
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let body = ProblemBody {
@@ -247,9 +294,19 @@ impl From<DbError> for Problem {
     }
 }
 
+/// A missing object is a `404` (retrying will not bring it back); any other storage failure
+/// is a `503` worth retrying. Neither shows the store's own error text.
 impl From<StorageError> for Problem {
     fn from(error: StorageError) -> Problem {
-        tracing::error!(%error, "object storage error");
-        Problem::unavailable("object storage is unavailable; retry shortly")
+        match error {
+            StorageError::NotFound(_) => {
+                tracing::warn!(%error, "object missing from storage");
+                Problem::not_found("the job's output is no longer stored")
+            }
+            StorageError::Failed { .. } => {
+                tracing::error!(%error, "object storage error");
+                Problem::unavailable("object storage is unavailable; retry shortly")
+            }
+        }
     }
 }

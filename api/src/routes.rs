@@ -1,11 +1,11 @@
 //! The handlers of CONTRACT.md's routes.
 
 use crate::auth::Authenticated;
-use crate::problem::{FieldError, Problem, ProblemBody};
+use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
 use crate::request::{self, CompileBody, Limits};
+use crate::serve::{read_body, BodyError};
 use crate::AppState;
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -14,8 +14,8 @@ use axum::Json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::time::Duration;
-use texfleet_core::db::{self, Submitted};
-use texfleet_core::model::{Job, JobStatus, NewJob};
+use texfleet_core::db::{self, Cancellation, Submitted};
+use texfleet_core::model::{Job, JobStatus};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
@@ -51,23 +51,35 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Va
         (status = 413, description = "The body is over the size limit", content_type = "application/problem+json", body = ProblemBody),
         (status = 415, description = "The body is not application/json", content_type = "application/problem+json", body = ProblemBody),
         (status = 422, description = "A field is missing or invalid", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn submit(
     State(state): State<AppState>,
     auth: Authenticated,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, Problem> {
     if !is_json(&headers) {
         return Err(Problem::unsupported_media_type());
     }
-    let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Problem::payload_too_large(state.config.max_body_bytes),
-        _ => Problem::invalid_json(rejection.body_text()),
-    })?;
+    let config = &state.config;
+    let timeout = Duration::from_secs(config.body_timeout_seconds);
+    let body = read_body(body, config.max_body_bytes, timeout)
+        .await
+        .map_err(|error| match error {
+            BodyError::TooLarge => Problem::payload_too_large(config.max_body_bytes),
+            BodyError::TimedOut => Problem::request_timeout(config.body_timeout_seconds),
+            BodyError::Broken => Problem::invalid_json("the body could not be read"),
+        })?;
+    if request::exceeds_member_budget(&body, request::MAX_MEMBERS) {
+        return Err(Problem::validation(vec![FieldError::new(
+            "",
+            format!(
+                "the body has more than {} fields in all; a compile needs far fewer",
+                request::MAX_MEMBERS
+            ),
+        )]));
+    }
     let value: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))?;
     if let Some(project_id) = request::project_id(&value) {
@@ -81,7 +93,7 @@ pub async fn submit(
         default_timeout_seconds: state.config.default_timeout_seconds,
         max_timeout_seconds: state.config.max_timeout_seconds,
     };
-    let request = request::parse(&value, &limits).map_err(Problem::validation)?;
+    let new_job = request::parse(&value, &limits).map_err(Problem::validation)?;
     let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
     // serde_json's maps are sorted, so equal bodies hash equally whatever their key order.
     let request_hash = Sha256::digest(serde_json::to_vec(&value).unwrap_or_default()).to_vec();
@@ -89,14 +101,6 @@ pub async fn submit(
         key,
         request_hash: &request_hash,
     });
-    let new_job = NewJob {
-        project_id: request.project_id,
-        engine: request.engine,
-        halt_on_error: request.halt_on_error,
-        timeout_seconds: request.timeout_seconds,
-        files: request.files,
-    };
-    let config = &state.config;
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let submitted = db::insert_job(
@@ -148,9 +152,7 @@ pub async fn submit(
     responses(
         (status = 200, description = "The job", body = Job),
         (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn get_job(
     State(state): State<AppState>,
@@ -169,9 +171,7 @@ pub async fn get_job(
         (status = 200, description = "Cancelled", body = Job),
         (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "The job is already terminal", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn cancel(
     State(state): State<AppState>,
@@ -184,12 +184,12 @@ pub async fn cancel(
     let cancelled = db::cancel_job(&*transaction, auth.project_id, id).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
     match cancelled {
-        None => Err(Problem::not_found("no such job")),
-        Some(Ok(job)) => {
+        Cancellation::NotFound => Err(Problem::not_found("no such job")),
+        Cancellation::Cancelled(job) => {
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job cancelled");
             Ok(Json(job))
         }
-        Some(Err(job)) => Err(Problem::conflict(format!(
+        Cancellation::AlreadyFinished(job) => Err(Problem::conflict(format!(
             "the job is already {}",
             job.status.as_str()
         ))),
@@ -238,9 +238,7 @@ async fn respond_after_wait(
         (status = 200, description = "The PDF", content_type = "application/pdf", body = Vec<u8>),
         (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "The job has not Succeeded", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn get_pdf(
     State(state): State<AppState>,
@@ -277,9 +275,7 @@ pub async fn get_pdf(
     responses(
         (status = 200, description = "The log", content_type = "text/plain", body = String),
         (status = 404, description = "No such job in this project, or no log yet", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn get_log(
     State(state): State<AppState>,
@@ -310,9 +306,7 @@ pub async fn get_log(
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
         (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
         (status = 422, description = "A query parameter is invalid", content_type = "application/problem+json", body = ProblemBody),
-        (status = 401, description = "No, malformed, unknown, revoked or expired token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 429, description = "Too many requests for this token", content_type = "application/problem+json", body = ProblemBody),
-        (status = 503, description = "Postgres is unavailable", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
     ))]
 pub async fn list(
     State(state): State<AppState>,
@@ -332,7 +326,7 @@ pub async fn list(
     let query = request::parse_list_query(&query).map_err(Problem::validation)?;
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
-    let (items, more) = db::list_jobs(
+    let page = db::list_jobs(
         &*transaction,
         project_id,
         query.status,
@@ -340,14 +334,15 @@ pub async fn list(
         query.limit,
     )
     .await?;
-    let next_cursor = more
-        .then(|| {
-            items
-                .last()
-                .map(|job| request::encode_cursor((job.created_at, job.id)))
-        })
-        .flatten();
-    Ok(Json(JobPage { items, next_cursor }))
+    let next_cursor = page
+        .more
+        .then(|| page.jobs.last())
+        .flatten()
+        .map(|job| request::encode_cursor((job.created_at, job.id)));
+    Ok(Json(JobPage {
+        items: page.jobs,
+        next_cursor,
+    }))
 }
 
 /// A page of a project's jobs.

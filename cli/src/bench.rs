@@ -9,6 +9,7 @@
 //! - API ingest: POST /compile per second and p99, on a database no scheduler serves;
 //! - queue alone: claims and completions per second with a no-op sandbox.
 
+use crate::client::{job_id, Client, ServerArgs};
 use anyhow::{ensure, Context as _};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::JobStatus;
 use texfleet_core::{token, Config};
-use texfleet_scheduler::docker::Sandbox;
+use texfleet_scheduler::Sandbox;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -40,7 +41,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 8)]
     queue_workers: usize,
     #[command(flatten)]
-    server: crate::ServerArgs,
+    server: ServerArgs,
 }
 
 struct Document {
@@ -101,7 +102,7 @@ async fn measure(
     sandbox: &Sandbox,
     floors: &[String],
 ) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let client = Client::new(&args.server);
     println!("\nend to end through the service (POST to Succeeded, PDF stored) vs the floor (latexmk in a running sandbox):");
     for document in &DOCUMENTS {
         let mut floor = Vec::new();
@@ -112,7 +113,7 @@ async fn measure(
         let mut phases = Phases::default();
         for _ in 0..args.runs {
             let started = Instant::now();
-            let job = submit(&http, args, document, true).await?;
+            let job = submit(&client, document, true).await?;
             ensure!(
                 job["status"] == "Succeeded",
                 "{} ended {}",
@@ -142,7 +143,7 @@ async fn measure(
         );
     }
 
-    let service_rate = service_throughput(&http, args).await?;
+    let service_rate = service_throughput(&client, args).await?;
     let floor_rate = floor_throughput(sandbox, floors, args.throughput_jobs.min(40)).await?;
     println!(
         "\nthroughput at saturation ({} hello jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {} containers | {:.0}% of the floor",
@@ -178,47 +179,24 @@ async fn floor_compile(
     Ok(Duration::from_micros(micros))
 }
 
-async fn submit(
-    http: &reqwest::Client,
-    args: &BenchArgs,
-    document: &Document,
-    wait: bool,
-) -> anyhow::Result<Value> {
-    let mut body = json!({ "project_id": args.server.project, "input_latex": document.main });
+async fn submit(client: &Client, document: &Document, wait: bool) -> anyhow::Result<Value> {
+    let mut body = json!({ "project_id": client.project(), "input_latex": document.main });
     if let Some(bibliography) = document.bibliography {
         body["files"] = json!([{ "path": "refs.bib", "content": bibliography }]);
     }
-    let mut request = http
-        .post(format!("{}/compile", args.server.url))
-        .bearer_auth(&args.server.token)
-        .json(&body);
-    if wait {
-        request = request.header("Prefer", "wait=60");
-    }
-    let response = request.send().await?;
-    ensure!(
-        response.status().is_success(),
-        "POST /compile answered {}",
-        response.status()
-    );
-    Ok(response.json().await?)
+    client.submit(&body, wait.then_some(60)).await
 }
 
 /// Jobs per second from the first submission to the last job's end, by the server's clock.
-async fn service_throughput(http: &reqwest::Client, args: &BenchArgs) -> anyhow::Result<f64> {
+async fn service_throughput(client: &Client, args: &BenchArgs) -> anyhow::Result<f64> {
     let mut ids = Vec::new();
     for _ in 0..args.throughput_jobs {
-        ids.push(
-            submit(http, args, &DOCUMENTS[0], false).await?["id"]
-                .as_str()
-                .context("job id")?
-                .to_string(),
-        );
+        ids.push(job_id(&submit(client, &DOCUMENTS[0], false).await?)?);
     }
     let mut first_created = None;
     let mut last_finished = None;
     for id in &ids {
-        let job = args.server.wait_terminal(http, id).await?;
+        let job = client.wait_terminal(id).await?;
         ensure!(
             job["status"] == "Succeeded",
             "a throughput job ended {}",
@@ -304,16 +282,14 @@ async fn ingest_and_queue_in(
         let _ = stopped.await;
     }));
 
-    let http = reqwest::Client::new();
+    let client = Client::new(&ServerArgs::new(url, secret, project));
     let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main });
     let sent = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
     let started = Instant::now();
     let workers = (0..args.ingest_concurrency).map(|_| {
-        let (http, url, secret, body, sent, latencies) = (
-            http.clone(),
-            url.clone(),
-            secret.clone(),
+        let (client, body, sent, latencies) = (
+            client.clone(),
             body.clone(),
             sent.clone(),
             latencies.clone(),
@@ -322,17 +298,8 @@ async fn ingest_and_queue_in(
         tokio::spawn(async move {
             while sent.fetch_add(1, Ordering::Relaxed) < total {
                 let request_started = Instant::now();
-                let response = http
-                    .post(format!("{url}/compile"))
-                    .bearer_auth(&secret)
-                    .json(&body)
-                    .send()
-                    .await?;
-                ensure!(
-                    response.status() == 202,
-                    "ingest answered {}",
-                    response.status()
-                );
+                let job = client.submit(&body, None).await?;
+                ensure!(job["status"] == "Queued", "ingest answered {job}");
                 latencies
                     .lock()
                     .expect("latencies")

@@ -2,7 +2,8 @@
 //! shows the job's progress, prints its diagnostics the way a compiler does
 //! (`file:line: message`), downloads the PDF and exits non-zero when the compile failed.
 
-use anyhow::{bail, Context as _};
+use crate::client::{job_id, Client, ServerArgs};
+use anyhow::Context as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -27,14 +28,15 @@ pub struct CompileArgs {
     #[arg(long)]
     halt_on_error: bool,
     #[command(flatten)]
-    server: crate::ServerArgs,
+    server: ServerArgs,
 }
 
 /// Compiles and returns whether the job succeeded.
 pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
     let source = std::fs::read_to_string(&args.main)
         .with_context(|| format!("reading {}", args.main.display()))?;
-    let mut body = json!({ "project_id": args.server.project, "input_latex": source, "engine": args.engine,
+    let client = Client::new(&args.server);
+    let mut body = json!({ "project_id": client.project(), "input_latex": source, "engine": args.engine,
                            "halt_on_error": args.halt_on_error });
     if let Some(timeout) = args.timeout {
         body["timeout_seconds"] = json!(timeout);
@@ -42,19 +44,9 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
     if let Some(dir) = &args.files {
         body["files"] = Value::Array(collect_files(dir, &args.main)?);
     }
-    let http = reqwest::Client::new();
     let started = Instant::now();
-    let response = http
-        .post(format!("{}/compile", args.server.url))
-        .bearer_auth(&args.server.token)
-        .json(&body)
-        .send()
-        .await?;
-    let mut job = answer(response).await?;
-    let id = job["id"]
-        .as_str()
-        .context("no job id in the answer")?
-        .to_string();
+    let mut job = client.submit(&body, None).await?;
+    let id = job_id(&job)?;
     let mut shown = String::new();
     loop {
         let status = job["status"].as_str().unwrap_or("?").to_string();
@@ -69,13 +61,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
             break;
         }
         // The server holds the answer until the job changes or two seconds pass: no busy loop.
-        let response = http
-            .get(format!("{}/compile/{id}", args.server.url))
-            .bearer_auth(&args.server.token)
-            .header("Prefer", "wait=2")
-            .send()
-            .await?;
-        job = answer(response).await?;
+        job = client.job(&id, 2).await?;
     }
 
     let shown_name = args.main.display().to_string();
@@ -96,14 +82,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
         .output
         .clone()
         .unwrap_or_else(|| args.main.with_extension("pdf"));
-    let pdf = http
-        .get(format!("{}/compile/{id}/pdf", args.server.url))
-        .bearer_auth(&args.server.token)
-        .send()
-        .await?
-        .error_for_status()?
-        .bytes()
-        .await?;
+    let pdf = client.pdf(&id).await?;
     std::fs::write(&output, &pdf).with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
         "wrote {} ({} bytes) in {:.1}s",
@@ -134,28 +113,6 @@ fn format_diagnostic(diagnostic: &Value, main_name: &str) -> String {
         "{location}{severity} {}",
         diagnostic["message"].as_str().unwrap_or("")
     )
-}
-
-async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        let detail = body["detail"].as_str().unwrap_or("");
-        let fields: Vec<String> = body["errors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                format!(
-                    "\n  {}: {}",
-                    e["field"].as_str().unwrap_or(""),
-                    e["message"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        bail!("the server answered {status}: {detail}{}", fields.concat());
-    }
-    Ok(body)
 }
 
 /// Every regular file below `dir` except the main document and hidden files, at its path

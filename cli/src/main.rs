@@ -4,6 +4,7 @@
 //! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
 
 mod bench;
+mod client;
 mod compile;
 mod soak;
 
@@ -29,40 +30,6 @@ struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
-}
-
-/// Where a client command finds the API: flags, or the variables `./dev/up` writes to .dev/env.
-#[derive(clap::Args)]
-pub struct ServerArgs {
-    #[arg(long, env = "TEXFLEET_URL")]
-    url: String,
-    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
-    token: String,
-    #[arg(long, env = "TEXFLEET_PROJECT")]
-    project: Uuid,
-}
-
-impl ServerArgs {
-    /// A job once it is terminal, waiting on the server (`Prefer: wait`) rather than polling.
-    pub async fn wait_terminal(
-        &self,
-        http: &reqwest::Client,
-        id: &str,
-    ) -> anyhow::Result<serde_json::Value> {
-        loop {
-            let job: serde_json::Value = http
-                .get(format!("{}/compile/{id}", self.url))
-                .bearer_auth(&self.token)
-                .header("Prefer", "wait=60")
-                .send()
-                .await?
-                .json()
-                .await?;
-            if job["status"] != "Queued" && job["status"] != "Running" {
-                return Ok(job);
-            }
-        }
-    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -3,8 +3,9 @@
 //! containers are left and how much memory the scheduler holds. Exits non-zero when any job
 //! ended other than expected or a container is left. `./dev/test` runs a short one.
 
+use crate::client::{job_id, Client, ServerArgs};
 use anyhow::Context as _;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 5.0)]
     rate: f64,
     #[command(flatten)]
-    server: crate::ServerArgs,
+    server: ServerArgs,
     /// The scheduler's pid, to report its resident memory.
     #[arg(long)]
     scheduler_pid: Option<u32>,
@@ -41,30 +42,18 @@ const KINDS: [(&str, &str, u32, &str); 3] = [
 ];
 
 pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let client = Client::new(&args.server);
     let started = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / args.rate.max(0.01));
     let mut submitted = Vec::new();
     for i in 0..args.jobs {
         let (kind, document, timeout, expected) = KINDS[i % KINDS.len()];
-        let body = json!({ "project_id": args.server.project, "input_latex": document, "timeout_seconds": timeout });
-        let response = http
-            .post(format!("{}/compile", args.server.url))
-            .bearer_auth(&args.server.token)
-            .json(&body)
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status() == 202,
-            "submission {i} answered {}",
-            response.status()
-        );
-        let job: Value = response.json().await?;
-        submitted.push((
-            job["id"].as_str().context("job id")?.to_string(),
-            kind,
-            expected,
-        ));
+        let body = json!({ "project_id": client.project(), "input_latex": document, "timeout_seconds": timeout });
+        let job = client
+            .submit(&body, None)
+            .await
+            .with_context(|| format!("submission {i}"))?;
+        submitted.push((job_id(&job)?, kind, expected));
         tokio::time::sleep(interval).await;
     }
     let submit_seconds = started.elapsed().as_secs_f64();
@@ -72,7 +61,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut unexpected = Vec::new();
     for (id, kind, expected) in &submitted {
-        let job = args.server.wait_terminal(&http, id).await?;
+        let job = client.wait_terminal(id).await?;
         let status = job["status"].as_str().context("job status")?.to_string();
         *counts.entry(status.clone()).or_default() += 1;
         if status != *expected {
@@ -82,13 +71,13 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
         }
     }
     // A job's container is removed while its outputs upload, so give removals a moment.
-    let mut containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+    let mut containers = texfleet_scheduler::count_sandbox_containers().await?;
     for _ in 0..50 {
         if containers == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        containers = texfleet_scheduler::docker::count_sandbox_containers().await?;
+        containers = texfleet_scheduler::count_sandbox_containers().await?;
     }
     println!(
         "jobs: {} submitted in {submit_seconds:.1} s, all terminal after {:.1} s",

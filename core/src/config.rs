@@ -31,6 +31,11 @@ pub struct Config {
     pub listen_addr: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Connections the API holds open at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers, and its body.
+    pub header_timeout_seconds: u64,
+    pub body_timeout_seconds: u64,
     /// Requests per second each token may make (0: no limit), and the burst above that rate.
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
@@ -53,6 +58,7 @@ pub struct Config {
     pub sandbox_tmpfs_mb: i64,
     pub max_pdf_bytes: usize,
     pub max_log_bytes: usize,
+    pub max_synctex_bytes: usize,
 
     /// Compile timeout when the request names none, and the largest it may name.
     pub default_timeout_seconds: u32,
@@ -79,6 +85,10 @@ pub struct Config {
     pub lease_seconds: u64,
     /// Jobs of one project that may run at once, across all schedulers.
     pub max_running_per_project: usize,
+    /// Slots of each scheduler that only a project with nothing running may take, so that a
+    /// project using idle capacity never makes another wait for its slow jobs (at most the
+    /// scheduler's slots minus one; 0 turns this off).
+    pub idle_project_slots: usize,
     /// Jobs of one project that may wait in the queue; beyond it `POST /compile` answers 429.
     pub max_queued_per_project: i64,
     /// On SIGTERM, how long running compiles may go on before they are handed back to the queue.
@@ -98,6 +108,9 @@ impl Default for Config {
             database_pool_size: 16,
             listen_addr: "127.0.0.1:8080".into(),
             max_body_bytes: 20 * 1024 * 1024,
+            max_connections: 1024,
+            header_timeout_seconds: 10,
+            body_timeout_seconds: 60,
             rate_limit_per_second: 50,
             rate_limit_burst: 100,
             s3_endpoint: "http://127.0.0.1:3900".into(),
@@ -113,6 +126,7 @@ impl Default for Config {
             sandbox_tmpfs_mb: 256,
             max_pdf_bytes: 50 * 1024 * 1024,
             max_log_bytes: 4 * 1024 * 1024,
+            max_synctex_bytes: 20 * 1024 * 1024,
             default_timeout_seconds: 60,
             max_timeout_seconds: 300,
             kill_grace_seconds: 5,
@@ -125,6 +139,7 @@ impl Default for Config {
             max_attempts: 3,
             lease_seconds: 30,
             max_running_per_project: 4,
+            idle_project_slots: 1,
             max_queued_per_project: 1000,
             shutdown_grace_seconds: 30,
             retention_days: 30,
@@ -135,7 +150,7 @@ impl Default for Config {
 
 impl Config {
     /// Loads the configuration: defaults, then `file` if given, then the environment.
-    pub fn load(file: Option<&Path>) -> Result<Config, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
@@ -143,6 +158,7 @@ impl Config {
         figment
             .merge(Env::prefixed("TEXFLEET_").ignore(CLIENT_VARIABLES))
             .extract()
+            .map_err(Box::new)
     }
 
     pub fn api_database_url(&self) -> &str {
@@ -180,6 +196,7 @@ fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment's Jail closures return its large error
 mod tests {
     use super::*;
 
@@ -192,7 +209,7 @@ mod tests {
                 "s3_bucket = \"from-file\"\nsandbox_cpus = 2.5",
             )?;
             jail.set_env("TEXFLEET_S3_BUCKET", "from-env");
-            let config = Config::load(Some(Path::new("texfleet.toml")))?;
+            let config = Config::load(Some(Path::new("texfleet.toml"))).map_err(|e| *e)?;
             assert_eq!(config.s3_bucket, "from-env");
             assert_eq!(config.sandbox_cpus, 2.5);
             assert_eq!(config.listen_addr, Config::default().listen_addr);

@@ -1,28 +1,31 @@
-//! What the API and the scheduler share of their Prometheus metrics: the registry (the
-//! prometheus crate's default one), the text encoding served on `/metrics`, and build info.
-//! Each process defines its own metrics beside the code that moves them.
+//! What the API and the scheduler share of their Prometheus metrics: a registry per process
+//! role, holding its build info, and the text encoding served on `/metrics`. Each role defines
+//! its own metrics beside the code that moves them, in its own registry, so that a process
+//! running both (a test) exports each series once per role, not twice.
 
-use prometheus::{Encoder, IntGaugeVec, Opts, TextEncoder};
+use prometheus::{Encoder, IntGaugeVec, Opts, Registry, TextEncoder};
 
-/// `texfleet_build_info{version, process} 1`, the conventional way to export a version.
-pub fn register_build_info(process: &str) {
+/// A registry for one process role, with `texfleet_build_info{version, process} 1`, the
+/// conventional way to export a version.
+pub fn registry(process: &str) -> Registry {
+    let registry = Registry::new();
     let opts = Opts::new(
         "texfleet_build_info",
         "Build information of this texfleet process.",
     );
-    if let Ok(info) = IntGaugeVec::new(opts, &["version", "process"]) {
-        if prometheus::register(Box::new(info.clone())).is_ok() {
-            info.with_label_values(&[env!("CARGO_PKG_VERSION"), process])
-                .set(1);
-        }
-    }
+    let info = IntGaugeVec::new(opts, &["version", "process"]).expect("valid metric");
+    registry
+        .register(Box::new(info.clone()))
+        .expect("registered once");
+    info.with_label_values(&[env!("CARGO_PKG_VERSION"), process])
+        .set(1);
+    registry
 }
 
-/// Every registered metric in the Prometheus text format.
-pub fn encode() -> String {
+/// Every metric of `registry` in the Prometheus text format.
+pub fn encode(registry: &Registry) -> String {
     let mut buffer = Vec::new();
-    let encoder = TextEncoder::new();
-    if let Err(error) = encoder.encode(&prometheus::gather(), &mut buffer) {
+    if let Err(error) = TextEncoder::new().encode(&registry.gather(), &mut buffer) {
         tracing::error!(%error, "could not encode metrics");
     }
     String::from_utf8(buffer).unwrap_or_default()

@@ -2,7 +2,6 @@
 //! clients. The JSON shape of [`Job`] is the contract's (`shared/CONTRACT.md`), field for field.
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -10,120 +9,70 @@ use uuid::Uuid;
 /// Name of the root document inside the sandbox; `input_latex` is written here.
 pub const MAIN_FILE: &str = "main.tex";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub enum JobStatus {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    TimedOut,
-    Cancelled,
+/// An enum of the model with one text form, used alike in JSON (serde), the OpenAPI document
+/// (utoipa), the database and metrics labels (strum, from the same names), with `as_str`.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$variant_meta:meta])* $variant:ident,)* }) => {
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema,
+            strum::EnumString, strum::IntoStaticStr, strum::Display, strum::VariantArray,
+        )]
+        $(#[$meta])*
+        pub enum $name {
+            $($(#[$variant_meta])* $variant,)*
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                self.into()
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// The states of a job, named as the contract names them.
+    pub enum JobStatus {
+        Queued,
+        Running,
+        Succeeded,
+        Failed,
+        TimedOut,
+        Cancelled,
+    }
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 6] = [
-        JobStatus::Queued,
-        JobStatus::Running,
-        JobStatus::Succeeded,
-        JobStatus::Failed,
-        JobStatus::TimedOut,
-        JobStatus::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Queued => "Queued",
-            JobStatus::Running => "Running",
-            JobStatus::Succeeded => "Succeeded",
-            JobStatus::Failed => "Failed",
-            JobStatus::TimedOut => "TimedOut",
-            JobStatus::Cancelled => "Cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<JobStatus> {
-        JobStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-    }
-
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobStatus::Queued | JobStatus::Running)
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    #[default]
-    Pdflatex,
-    Xelatex,
-    Lualatex,
-}
-
-impl Engine {
-    pub const ALL: [Engine; 3] = [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Pdflatex => "pdflatex",
-            Engine::Xelatex => "xelatex",
-            Engine::Lualatex => "lualatex",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Engine> {
-        Engine::ALL.into_iter().find(|engine| engine.as_str() == s)
+text_enum! {
+    #[derive(Default)]
+    #[serde(rename_all = "lowercase")]
+    #[strum(serialize_all = "lowercase")]
+    pub enum Engine {
+        #[default]
+        Pdflatex,
+        Xelatex,
+        Lualatex,
     }
 }
 
-/// The contract's `error.code` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCode {
-    CompileError,
-    Timeout,
-    MemoryLimit,
-    OutputLimit,
-    InvalidInput,
-    SandboxError,
-    StorageError,
-    Cancelled,
-}
-
-impl ErrorCode {
-    pub const ALL: [ErrorCode; 8] = [
-        ErrorCode::CompileError,
-        ErrorCode::Timeout,
-        ErrorCode::MemoryLimit,
-        ErrorCode::OutputLimit,
-        ErrorCode::InvalidInput,
-        ErrorCode::SandboxError,
-        ErrorCode::StorageError,
-        ErrorCode::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::CompileError => "compile_error",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::MemoryLimit => "memory_limit",
-            ErrorCode::OutputLimit => "output_limit",
-            ErrorCode::InvalidInput => "invalid_input",
-            ErrorCode::SandboxError => "sandbox_error",
-            ErrorCode::StorageError => "storage_error",
-            ErrorCode::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|code| code.as_str() == s)
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+text_enum! {
+    /// The contract's `error.code` values.
+    #[serde(rename_all = "snake_case")]
+    #[strum(serialize_all = "snake_case")]
+    pub enum ErrorCode {
+        CompileError,
+        Timeout,
+        MemoryLimit,
+        OutputLimit,
+        InvalidInput,
+        SandboxError,
+        StorageError,
+        Cancelled,
     }
 }
 
@@ -197,6 +146,9 @@ pub struct ClaimedJob {
     pub attempt: i32,
     /// How long the job waited in the queue before this claim.
     pub waited_seconds: f64,
+    /// The dates the compile writes, `\today` included: the start of the UTC day the job was
+    /// submitted, so that the same request gives the same PDF all that day.
+    pub source_date_epoch: i64,
     pub files: Vec<SourceFile>,
 }
 
@@ -214,6 +166,19 @@ pub fn log_storage_key(id: Uuid) -> String {
     format!("compiles/{}/output.log", short_job_id(id))
 }
 
+pub fn synctex_storage_key(id: Uuid) -> String {
+    format!("compiles/{}/output.synctex.gz", short_job_id(id))
+}
+
+/// Every object a job may own.
+pub fn storage_keys(id: Uuid) -> [String; 3] {
+    [
+        pdf_storage_key(id),
+        log_storage_key(id),
+        synctex_storage_key(id),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,21 +188,35 @@ mod tests {
         let id = Uuid::parse_str("0b9f3c2a-1d4e-4f5a-9b6c-7d8e9f0a1b2c").unwrap();
         assert_eq!(pdf_storage_key(id), "compiles/0b9f3c2a/output.pdf");
         assert_eq!(log_storage_key(id), "compiles/0b9f3c2a/output.log");
+        assert_eq!(storage_keys(id)[2], "compiles/0b9f3c2a/output.synctex.gz");
     }
 
+    /// The text form strum derives is the one serde writes to JSON, for every variant.
     #[test]
-    fn names_round_trip() {
-        for status in JobStatus::ALL {
-            assert_eq!(JobStatus::parse(status.as_str()), Some(status));
-            let json = serde_json::to_string(&status).unwrap();
-            assert_eq!(json, format!("\"{}\"", status.as_str()));
+    fn text_and_json_names_agree() {
+        fn agree<T>(variants: &[T])
+        where
+            T: Copy
+                + PartialEq
+                + std::fmt::Debug
+                + Serialize
+                + std::str::FromStr
+                + Into<&'static str>,
+        {
+            for &variant in variants {
+                let text: &'static str = variant.into();
+                assert_eq!(
+                    serde_json::to_string(&variant).unwrap(),
+                    format!("\"{text}\"")
+                );
+                assert!(text.parse::<T>().is_ok_and(|parsed| parsed == variant));
+            }
         }
-        for code in ErrorCode::ALL {
-            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
-            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{code}\""));
-        }
-        for engine in Engine::ALL {
-            assert_eq!(Engine::parse(engine.as_str()), Some(engine));
-        }
+        use strum::VariantArray;
+        agree(JobStatus::VARIANTS);
+        agree(Engine::VARIANTS);
+        agree(ErrorCode::VARIANTS);
+        assert_eq!(ErrorCode::OutputLimit.as_str(), "output_limit");
+        assert_eq!(Engine::Lualatex.as_str(), "lualatex");
     }
 }

@@ -6,6 +6,9 @@ use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCa
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 
+/// The metadata key naming who stored an object.
+const ORIGIN: &str = "texfleet-origin";
+
 #[derive(Clone)]
 pub struct Storage {
     client: Client,
@@ -16,8 +19,13 @@ pub struct Storage {
 pub enum StorageError {
     #[error("object {0} not found")]
     NotFound(String),
-    #[error("object storage failed: {0}")]
-    Failed(String),
+    /// `context` is the SDK error with its whole chain of causes, which its Display leaves out.
+    #[error("object storage failed: {context}")]
+    Failed {
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// A readable object: its length and a stream of its bytes.
@@ -52,17 +60,21 @@ impl Storage {
         }
     }
 
+    /// Stores `bytes` at `key`; `origin` (who wrote it, for tracing) goes into the object's
+    /// metadata as `texfleet-origin`.
     pub async fn put(
         &self,
         key: &str,
         bytes: Vec<u8>,
         content_type: &str,
+        origin: &str,
     ) -> Result<(), StorageError> {
         self.client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type(content_type)
+            .metadata(ORIGIN, origin)
             .body(ByteStream::from(bytes))
             .send()
             .await
@@ -90,6 +102,39 @@ impl Storage {
         }
     }
 
+    /// The `origin` an object was stored with, or None when it does not exist.
+    pub async fn origin(&self, key: &str) -> Result<Option<String>, StorageError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(head) => Ok(head.metadata().and_then(|m| m.get(ORIGIN).cloned())),
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(None),
+            Err(error) => Err(failed(error)),
+        }
+    }
+
+    /// The keys stored under `prefix`.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        let listed = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(listed
+            .contents()
+            .iter()
+            .filter_map(|object| object.key().map(str::to_string))
+            .collect())
+    }
+
     /// Deletes an object; deleting one that does not exist is not an error (S3 semantics).
     pub async fn delete(&self, key: &str) -> Result<(), StorageError> {
         self.client
@@ -105,16 +150,14 @@ impl Storage {
     /// Reads a whole object into memory; for small objects such as logs.
     pub async fn get_bytes(&self, key: &str) -> Result<Vec<u8>, StorageError> {
         let object = self.get(key).await?;
-        let bytes = object
-            .body
-            .collect()
-            .await
-            .map_err(|e| StorageError::Failed(e.to_string()))?;
+        let bytes = object.body.collect().await.map_err(failed)?;
         Ok(bytes.into_bytes().to_vec())
     }
 }
 
-/// An SDK error with its whole chain of causes, which the SDK's Display alone leaves out.
-fn failed(error: impl std::error::Error) -> StorageError {
-    StorageError::Failed(aws_sdk_s3::error::DisplayErrorContext(error).to_string())
+fn failed(error: impl std::error::Error + Send + Sync + 'static) -> StorageError {
+    StorageError::Failed {
+        context: aws_sdk_s3::error::DisplayErrorContext(&error).to_string(),
+        source: Box::new(error),
+    }
 }

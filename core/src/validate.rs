@@ -56,12 +56,36 @@ pub fn check_path(path: &str) -> Result<(), String> {
             "{MAIN_FILE} is the main document; send it as input_latex"
         ));
     }
-    if components.len() == 1 && path.starts_with("output.") {
+    if components[0].starts_with("output.") {
         return Err(
             "names output.* at the top level are reserved for the compiler's output".into(),
         );
     }
     Ok(())
+}
+
+/// Paths of one job that cannot all exist: a file where another path needs a folder (`a` and
+/// `a/b.tex`). Returns, for each such path, its index and why.
+pub fn folder_conflicts(paths: &[&str]) -> Vec<(usize, String)> {
+    let files: std::collections::HashSet<&str> = paths.iter().copied().collect();
+    let mut conflicts = Vec::new();
+    for (index, path) in paths.iter().enumerate() {
+        let mut prefix = String::new();
+        for component in path.split('/').take(path.split('/').count() - 1) {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(component);
+            if files.contains(prefix.as_str()) {
+                conflicts.push((
+                    index,
+                    format!("needs a folder {prefix:?}, but {prefix:?} is a file of this job"),
+                ));
+                break;
+            }
+        }
+    }
+    conflicts
 }
 
 #[cfg(test)]
@@ -103,11 +127,21 @@ mod tests {
             "main.tex",
             "output.pdf",
             "output.log",
+            "output.pdf/x.tex",
         ] {
             assert!(check_path(path).is_err(), "{path:?} was accepted");
         }
-        assert!(check_path(&"a/".repeat(MAX_DEPTH).trim_end_matches('/').to_string()).is_ok());
-        assert!(check_path(&"a/".repeat(MAX_DEPTH + 1).trim_end_matches('/').to_string()).is_err());
+        assert!(check_path("a/".repeat(MAX_DEPTH).trim_end_matches('/')).is_ok());
+        assert!(check_path("a/".repeat(MAX_DEPTH + 1).trim_end_matches('/')).is_err());
         assert!(check_path(&"a".repeat(MAX_COMPONENT_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn a_file_cannot_stand_where_a_folder_must() {
+        let conflicts =
+            folder_conflicts(&["main.tex", "a", "a/b.tex", "main.tex/x.tex", "c/d.tex"]);
+        let indexes: Vec<usize> = conflicts.iter().map(|(i, _)| *i).collect();
+        assert_eq!(indexes, [2, 3]);
+        assert!(folder_conflicts(&["main.tex", "a/b.tex", "a/c.tex"]).is_empty());
     }
 }

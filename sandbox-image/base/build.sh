@@ -34,13 +34,13 @@ mmdebstrap --variant=minbase --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
-  --customize-hook="copy-in texmf-hardening.cnf /tmp" \
+  --customize-hook="copy-in texmf-hardening.cnf luatex-sandbox.lua /tmp" \
   --customize-hook="$here/customize.sh \"\$1\"" \
   trixie "$work/rootfs.tar" "$mirror" >&2
 
 docker import \
-  --change 'USER 1000:1000' \
+  --change 'USER 65101:65101' \
   --change 'WORKDIR /work' \
-  --change 'ENV HOME=/work PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8' \
+  --change 'ENV HOME=/work PATH=/usr/local/bin:/usr/bin LANG=C.UTF-8' \
   "$work/rootfs.tar" "$tag" >&2
 echo "$tag"

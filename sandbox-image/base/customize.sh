@@ -2,22 +2,98 @@
 # mmdebstrap customize hook: runs on the host with the new root filesystem as $1.
 set -euo pipefail
 root=$1
+here=$(cd "$(dirname "$0")" && pwd)
 
 # Our hardening goes first in the first texmf.cnf kpathsea reads, where the first value wins.
 system_cnf=$(chroot "$root" kpsewhich -a texmf.cnf | head -n1)
 cat "$root/tmp/texmf-hardening.cnf" "$root$system_cnf" > "$root/tmp/texmf.cnf.new"
 mv "$root/tmp/texmf.cnf.new" "$root$system_cnf"
 rm "$root/tmp/texmf-hardening.cnf"
-for setting in shell_escape=f openin_any=p openout_any=p; do
-  value=$(chroot "$root" kpsewhich -var-value="${setting%%=*}")
-  [ "$value" = "${setting#*=}" ] || { echo "customize.sh: ${setting%%=*} is '$value'" >&2; exit 1; }
+# The effective settings, program by program, as each engine and tool will read them.
+expect() {
+  local program=$1 setting=$2 wanted=$3 value
+  value=$(chroot "$root" kpsewhich -progname="$program" -var-value="$setting")
+  [ "$value" = "$wanted" ] || { echo "customize.sh: $setting is '$value' for $program, not '$wanted'" >&2; exit 1; }
+}
+for program in pdflatex pdftex xelatex xetex lualatex luatex luahbtex bibtex makeindex kpsewhich; do
+  expect "$program" shell_escape f
+  expect "$program" openout_any p
+  expect "$program" MKTEXPK 0
+  expect "$program" MKTEXTFM 0
+done
+for program in pdflatex pdftex xelatex xetex bibtex kpsewhich; do
+  expect "$program" openin_any p
+done
+for program in lualatex luatex luahbtex makeindex; do
+  expect "$program" openin_any r
+done
+# Search paths, with the compile's HOME and TEXMFVAR as the driver sets them: none may lead
+# into a folder the document writes, and formats and xdvipdfmx's configuration not into ".".
+for program in pdflatex xelatex lualatex xdvipdfmx bibtex makeindex; do
+  for setting in TEXMF TEXFORMATS DVIPDFMXINPUTS TEXINPUTS; do
+    value=$(chroot "$root" env HOME=/work TEXMFVAR=/tmp/texmf-var kpsewhich -progname="$program" -var-value="$setting")
+    case "$value" in
+      */work*|*/tmp*|*/nonexistent*) echo "customize.sh: $setting reaches a writable folder for $program: $value" >&2; exit 1 ;;
+    esac
+  done
+  for setting in TEXFORMATS DVIPDFMXINPUTS; do
+    value=$(chroot "$root" kpsewhich -progname="$program" -var-value="$setting")
+    case ":$value:" in
+      *:.:*|*'{.,'*|*',.}'*) echo "customize.sh: $setting searches the work folder for $program: $value" >&2; exit 1 ;;
+    esac
+  done
 done
 
-# The luaotfload font name database, built once here instead of in every lualatex job.
-chroot "$root" env TEXMFVAR=/var/lib/texmf luaotfload-tool --update --force >/dev/null
+# biber passes values of the control file, which the document writes, to Perl's eval (sourcemap
+# replacements through s///ee, sort keys, package names): the patch removes every such eval.
+# It is made against Debian's biber 2.20; another version fails here, to be patched anew.
+patch -d "$root" -p1 --batch --forward --no-backup-if-mismatch < "$here/biber-no-eval.patch" >/dev/null
+for file in usr/share/perl5/Biber.pm usr/share/perl5/Biber/Utils.pm usr/bin/biber; do
+  grep -q texfleet "$root/$file" || { echo "customize.sh: $file is not patched" >&2; exit 1; }
+done
+! grep -n 'eegxms\|eval \$a' "$root/usr/share/perl5/Biber/Utils.pm" "$root/usr/share/perl5/Biber.pm" ||
+  { echo "customize.sh: biber still evaluates document values" >&2; exit 1; }
 
-# The sandbox user: no password, no shell, its home is the job's tmpfs.
-chroot "$root" useradd --uid 1000 --user-group --no-create-home --home-dir /work \
-  --shell /usr/sbin/nologin tex
+# LuaTeX's sandbox, loaded by the compile driver with --lua before any format.
+mkdir -p "$root/usr/share/texfleet"
+mv "$root/tmp/luatex-sandbox.lua" "$root/usr/share/texfleet/luatex-sandbox.lua"
+chmod 0644 "$root/usr/share/texfleet/luatex-sandbox.lua"
+
+# The luaotfload font name database and the caches of the most used fonts, built once here
+# instead of in every lualatex job. Only the text (.lua) caches are kept: the Lua sandbox
+# loads no bytecode it did not make itself.
+chroot "$root" env TEXMFVAR=/var/lib/texmf luaotfload-tool --update --force >/dev/null
+mkdir -p "$root/tmp/fontcache"
+cat > "$root/tmp/fontcache/fonts.tex" <<'TEX'
+\documentclass{article}
+\usepackage{fontspec}
+\begin{document}
+Latin Modern \textbf{bold} \textit{italic} \texttt{mono} \textsf{sans}
+\fontspec{DejaVu Serif}DejaVu \fontspec{DejaVu Sans}DejaVu
+\fontspec{TeX Gyre Termes}Termes \fontspec{TeX Gyre Pagella}Pagella \fontspec{TeX Gyre Heros}Heros
+\end{document}
+TEX
+chroot "$root" env TEXMFVAR=/var/lib/texmf HOME=/tmp/fontcache \
+  lualatex -interaction=nonstopmode -output-directory=/tmp/fontcache /tmp/fontcache/fonts.tex >/dev/null ||
+  { grep -A3 '^!' "$root/tmp/fontcache/fonts.log" >&2; exit 1; }
+rm -rf "$root/tmp/fontcache"
+find "$root/var/lib/texmf/luatex-cache" -name '*.luc' -delete
+find "$root/var/lib/texmf/luatex-cache" -name '*.luc.gz' -delete
+
+# Two users: the supervisor and the compile (see sandbox-image/supervisor/src/lib.rs for why
+# these uids). Neither has a password or a shell; their home is the job's tmpfs.
+for user in texfleet-supervisor:65100 texfleet-compile:65101; do
+  chroot "$root" useradd --uid "${user#*:}" --user-group --no-create-home --home-dir /work \
+    --shell /usr/sbin/nologin "${user%:*}"
+done
 mkdir -p "$root/work"
 rm -rf "$root/var/cache/apt" "$root/var/lib/apt/lists"/*
+
+# No shell in the image: nothing of a compile may reach one, by slip or by design. Last step,
+# since the steps above (dpkg's among them) need one.
+for shell in sh dash bash rbash; do
+  rm -f "$root/usr/bin/$shell" "$root/bin/$shell"
+done
+for shell in sh bash dash; do
+  [ ! -e "$root/usr/bin/$shell" ] || { echo "customize.sh: /usr/bin/$shell is still there" >&2; exit 1; }
+done

@@ -1,81 +1,138 @@
 //! Takes the compile's results out of the sandbox's stdout, trusting nothing in it.
 //!
-//! The supervisor runs beside hostile code, so its archive is read as hostile too: only regular
-//! entries with exactly the expected names are taken, each at most once and only up to its cap;
-//! links, directories, devices and unknown names are passed over and logged.
+//! The stream must be a tar archive whose first entry is the report, carrying this run's
+//! nonce, followed by the outputs with exactly the expected names, each at most once, each a
+//! regular file up to its cap. Anything else (a second report, an unknown or repeated name, a
+//! link, a report without the nonce or with values out of bounds) makes the whole stream
+//! invalid: the job then has no report, and no PDF from it is ever stored.
 
 use std::io::Read;
-use texfleet_sandbox::{Report, LOG_FILE, PDF_FILE, REPORT_FILE};
+use texfleet_sandbox::{Report, LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE};
 
 const MAX_REPORT_BYTES: u64 = 64 * 1024;
+const MAX_NOTES: usize = 20;
+const MAX_NOTE_CHARS: usize = 300;
 
 #[derive(Debug, Default)]
 pub struct Collected {
     pub report: Option<Report>,
     pub pdf: Option<Vec<u8>>,
     pub log: Option<Vec<u8>>,
+    pub synctex: Option<Vec<u8>>,
     /// An output was larger than its cap.
     pub over_cap: bool,
 }
 
-pub fn collect(stdout: &[u8], max_pdf_bytes: u64, max_log_bytes: u64) -> Collected {
+/// What the report may say, from what the scheduler itself knows of the run.
+pub struct Bounds {
+    pub nonce: String,
+    /// The longest the compile can have run: the timeout plus the kill grace.
+    pub max_duration_ms: u64,
+    pub max_rss_kb: u64,
+    pub max_pdf_bytes: u64,
+    pub max_log_bytes: u64,
+    pub max_synctex_bytes: u64,
+}
+
+pub fn collect(stdout: &[u8], bounds: &Bounds) -> Collected {
     let mut collected = Collected::default();
-    let mut archive = tar::Archive::new(stdout);
-    let entries = match archive.entries() {
-        Ok(entries) => entries,
-        Err(error) => {
-            tracing::warn!(%error, "sandbox output is not an archive");
-            return collected;
+    match read_archive(stdout, bounds, &mut collected) {
+        Ok(()) => collected,
+        Err(reason) => {
+            tracing::warn!(reason, "sandbox output refused");
+            Collected::default()
         }
-    };
-    for entry in entries {
-        let mut entry = match entry {
-            Ok(entry) => entry,
-            Err(error) => {
-                tracing::warn!(%error, "sandbox archive is damaged; stopped reading it");
-                break;
-            }
-        };
-        let name = entry.path_bytes().into_owned();
-        let name = String::from_utf8_lossy(&name).into_owned();
+    }
+}
+
+fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Result<(), String> {
+    let mut archive = tar::Archive::new(stdout);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not an archive: {e}"))?;
+    for (index, entry) in entries.enumerate() {
+        let mut entry = entry.map_err(|e| format!("damaged archive: {e}"))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         if !entry.header().entry_type().is_file() {
-            tracing::warn!(name, "sandbox archive entry is not a regular file; ignored");
-            continue;
+            return Err(format!("entry {name:?} is not a regular file"));
+        }
+        if (index == 0) != (name == REPORT_FILE) {
+            return Err(format!(
+                "entry {index} is {name:?}; the report must come first, once"
+            ));
         }
         let (slot, cap) = match name.as_str() {
-            PDF_FILE => (&mut collected.pdf, max_pdf_bytes),
-            LOG_FILE => (&mut collected.log, max_log_bytes),
             REPORT_FILE => {
                 let mut bytes = Vec::new();
-                if (&mut entry)
+                (&mut entry)
                     .take(MAX_REPORT_BYTES)
                     .read_to_end(&mut bytes)
-                    .is_ok()
-                {
-                    collected.report = serde_json::from_slice(&bytes).ok();
-                }
+                    .map_err(|e| format!("unreadable report: {e}"))?;
+                let report = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("unreadable report: {e}"))?;
+                collected.report = Some(checked(report, bounds)?);
                 continue;
             }
-            _ => {
-                tracing::warn!(name, "unexpected entry in sandbox archive; ignored");
-                continue;
-            }
+            PDF_FILE => (&mut collected.pdf, bounds.max_pdf_bytes),
+            LOG_FILE => (&mut collected.log, bounds.max_log_bytes),
+            SYNCTEX_FILE => (&mut collected.synctex, bounds.max_synctex_bytes),
+            _ => return Err(format!("unexpected entry {name:?}")),
         };
         if slot.is_some() {
-            tracing::warn!(name, "duplicate entry in sandbox archive; ignored");
-            continue;
+            return Err(format!("entry {name:?} appears twice"));
         }
         let mut bytes = Vec::new();
-        if (&mut entry).take(cap + 1).read_to_end(&mut bytes).is_err() {
-            break;
-        }
+        (&mut entry)
+            .take(cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("unreadable entry {name:?}: {e}"))?;
         if bytes.len() as u64 > cap {
             collected.over_cap = true;
             bytes.truncate(cap as usize);
         }
         *slot = Some(bytes);
     }
-    collected
+    if collected.report.is_none() {
+        return Err("no report".to_string());
+    }
+    Ok(())
+}
+
+/// The report if it carries the nonce and every value is within what the run could produce;
+/// its notes are cut to size and cleaned of control characters.
+fn checked(mut report: Report, bounds: &Bounds) -> Result<Report, String> {
+    if report.nonce != bounds.nonce {
+        return Err("the report does not carry this run's nonce".to_string());
+    }
+    if report.duration_ms > bounds.max_duration_ms {
+        return Err(format!(
+            "duration_ms {} is out of bounds",
+            report.duration_ms
+        ));
+    }
+    // CPU time across processes may exceed wall time on several cores, not by more than that.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    if report.cpu_ms > bounds.max_duration_ms.saturating_mul(cores) {
+        return Err(format!("cpu_ms {} is out of bounds", report.cpu_ms));
+    }
+    if report.max_rss_kb > bounds.max_rss_kb {
+        return Err(format!("max_rss_kb {} is out of bounds", report.max_rss_kb));
+    }
+    if report
+        .signal
+        .is_some_and(|signal| !(1..=64).contains(&signal))
+    {
+        return Err("signal out of bounds".to_string());
+    }
+    report.notes.truncate(MAX_NOTES);
+    for note in &mut report.notes {
+        *note = note
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_NOTE_CHARS)
+            .collect();
+    }
+    Ok(report)
 }
 
 /// A PDF we are willing to store: a PDF header at the start and an end-of-file marker near the
@@ -106,40 +163,102 @@ mod tests {
         builder.into_inner().unwrap()
     }
 
-    #[test]
-    fn takes_expected_regular_files() {
-        let report = br#"{"exit_code":0,"signal":null,"limit":null,"duration_ms":5,"cpu_ms":4,"max_rss_kb":1,"notes":[]}"#;
-        let bytes = archive(&[
-            (REPORT_FILE, tar::EntryType::Regular, report),
-            (PDF_FILE, tar::EntryType::Regular, b"%PDF-1.5 pdf"),
-            (LOG_FILE, tar::EntryType::Regular, b"log"),
-        ]);
-        let collected = collect(&bytes, 100, 100);
-        assert_eq!(collected.report.unwrap().duration_ms, 5);
-        assert_eq!(collected.pdf.as_deref(), Some(&b"%PDF-1.5 pdf"[..]));
-        assert_eq!(collected.log.as_deref(), Some(&b"log"[..]));
-        assert!(!collected.over_cap);
+    const BOUNDS: Bounds = Bounds {
+        nonce: String::new(),
+        max_duration_ms: 10_000,
+        max_rss_kb: 1024 * 1024,
+        max_pdf_bytes: 100,
+        max_log_bytes: 4,
+        max_synctex_bytes: 100,
+    };
+
+    fn bounds() -> Bounds {
+        Bounds {
+            nonce: "n0nce".into(),
+            ..BOUNDS
+        }
     }
 
+    fn report(nonce: &str, duration_ms: u64) -> Vec<u8> {
+        format!(r#"{{"nonce":"{nonce}","exit_code":0,"signal":null,"limit":null,"duration_ms":{duration_ms},"cpu_ms":4,"max_rss_kb":1,"notes":["a\u0000b"]}}"#).into_bytes()
+    }
+
+    const REGULAR: tar::EntryType = tar::EntryType::Regular;
+
     #[test]
-    fn ignores_links_unknown_names_and_duplicates_and_caps_sizes() {
+    fn takes_the_report_then_the_expected_files() {
+        let report = report("n0nce", 5);
         let bytes = archive(&[
-            (PDF_FILE, tar::EntryType::Symlink, b""),
-            ("../../etc/cron.d/x", tar::EntryType::Regular, b"x"),
-            (LOG_FILE, tar::EntryType::Regular, b"0123456789"),
-            (LOG_FILE, tar::EntryType::Regular, b"second"),
+            (REPORT_FILE, REGULAR, &report),
+            (PDF_FILE, REGULAR, b"%PDF-1.5 pdf"),
+            (LOG_FILE, REGULAR, b"0123456789"),
+            (SYNCTEX_FILE, REGULAR, b"sync"),
         ]);
-        let collected = collect(&bytes, 100, 4);
-        assert!(collected.pdf.is_none());
-        assert!(collected.report.is_none());
+        let collected = collect(&bytes, &bounds());
+        let report = collected.report.unwrap();
+        assert_eq!(report.duration_ms, 5);
+        assert_eq!(report.notes, ["ab"], "control characters are dropped");
+        assert_eq!(collected.pdf.as_deref(), Some(&b"%PDF-1.5 pdf"[..]));
         assert_eq!(collected.log.as_deref(), Some(&b"0123"[..]));
+        assert_eq!(collected.synctex.as_deref(), Some(&b"sync"[..]));
         assert!(collected.over_cap);
     }
 
     #[test]
-    fn garbage_yields_nothing() {
-        let collected = collect(b"not a tar archive at all", 100, 100);
-        assert!(collected.report.is_none() && collected.pdf.is_none() && collected.log.is_none());
+    fn refuses_forged_repeated_misplaced_or_unbounded_reports() {
+        let honest = report("n0nce", 5);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "wrong nonce",
+                archive(&[(REPORT_FILE, REGULAR, &report("guess", 5))]),
+            ),
+            (
+                "duration out of bounds",
+                archive(&[(REPORT_FILE, REGULAR, &report("n0nce", u64::MAX))]),
+            ),
+            (
+                "second report",
+                archive(&[
+                    (REPORT_FILE, REGULAR, &honest),
+                    (REPORT_FILE, REGULAR, &honest),
+                ]),
+            ),
+            (
+                "report not first",
+                archive(&[(LOG_FILE, REGULAR, b"x"), (REPORT_FILE, REGULAR, &honest)]),
+            ),
+            (
+                "duplicate pdf",
+                archive(&[
+                    (REPORT_FILE, REGULAR, &honest),
+                    (PDF_FILE, REGULAR, b"a"),
+                    (PDF_FILE, REGULAR, b"b"),
+                ]),
+            ),
+            (
+                "unknown name",
+                archive(&[
+                    (REPORT_FILE, REGULAR, &honest),
+                    ("../../etc/cron.d/x", REGULAR, b"x"),
+                ]),
+            ),
+            (
+                "symlink",
+                archive(&[
+                    (REPORT_FILE, REGULAR, &honest),
+                    (PDF_FILE, tar::EntryType::Symlink, b""),
+                ]),
+            ),
+            ("no report", archive(&[(PDF_FILE, REGULAR, b"%PDF")])),
+            ("garbage", b"not a tar archive at all".to_vec()),
+        ];
+        for (name, bytes) in cases {
+            let collected = collect(&bytes, &bounds());
+            assert!(
+                collected.report.is_none() && collected.pdf.is_none() && collected.log.is_none(),
+                "{name} was accepted"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use texfleet_core::model::{Diagnostic, Severity};
 /// Diagnostics beyond this many are dropped: a flood of warnings says nothing more.
 pub const MAX_DIAGNOSTICS: usize = 100;
 const MAX_MESSAGE_CHARS: usize = 500;
+const MAX_FILE_CHARS: usize = 200;
 
 pub fn parse(log: &str) -> Vec<Diagnostic> {
     let lines: Vec<&str> = log.lines().collect();
@@ -58,10 +59,16 @@ fn diagnostic(
 ) -> Diagnostic {
     Diagnostic {
         severity,
-        file: file.map(|f| f.strip_prefix("./").unwrap_or(f).to_string()),
+        file: file.map(|f| clean(f.strip_prefix("./").unwrap_or(f), MAX_FILE_CHARS)),
         line,
-        message: message.trim().chars().take(MAX_MESSAGE_CHARS).collect(),
+        message: clean(message.trim(), MAX_MESSAGE_CHARS),
     }
+}
+
+/// Text from the log, which the document writes: without control characters (a NUL would
+/// make the outcome unrecordable, since Postgres's jsonb refuses it) and cut to `max` chars.
+fn clean(text: &str, max: usize) -> String {
+    text.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 
 /// `./main.tex:12: Undefined control sequence.`
@@ -148,6 +155,21 @@ l.12 \end{document}
         assert_eq!(diagnostics[2].line, Some(9));
         assert_eq!(diagnostics[3].message, "Emergency stop.");
         assert_eq!(diagnostics[3].line, Some(12));
+    }
+
+    #[test]
+    fn control_characters_never_reach_a_diagnostic() {
+        let log = format!(
+            "./{}\u{0}x.tex:3: Bad\u{0}\u{1b}[31m thing\n! Undefined\u{7f} control\n",
+            "d".repeat(5000)
+        );
+        let diagnostics = parse(&log);
+        assert_eq!(diagnostics.len(), 2);
+        assert_eq!(diagnostics[0].message, "Bad[31m thing");
+        let file = diagnostics[0].file.as_deref().unwrap();
+        assert_eq!(file.chars().count(), MAX_FILE_CHARS);
+        assert!(!file.contains('\u{0}'));
+        assert_eq!(diagnostics[1].message, "Undefined control");
     }
 
     #[test]

@@ -1,17 +1,20 @@
-//! Every Docker Engine API call texfleet makes, in one place.
+//! The life of a sandbox container: create, start, attach, run one job, remove. With
+//! [`crate::isolation`] (how every container is confined) and [`crate::inventory`] (listing
+//! them), this is every Docker Engine API call texfleet makes.
 //!
 //! A compile is one container, created for one job and removed after it whatever happened.
 //! The job goes in and the results come out through the attach stream (stdin/stdout), never
 //! through bind mounts or the archive API: the work directory is a tmpfs that the archive API
 //! cannot see, and the Docker host may be remote (`DOCKER_HOST`), sharing no filesystem with us.
 
+use crate::isolation::{host_config, CONTAINER_USER};
 use bollard::container::LogOutput;
 use bollard::exec::StartExecResults;
 use bollard::models::ExecConfig;
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
+use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, WaitContainerOptions,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
+    RenameContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -31,14 +34,7 @@ pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
 /// The deployment (database) a container belongs to; sweeps never look past their own.
 pub const DEPLOYMENT_LABEL: &str = "org.texfleet.deployment";
 
-/// The uid (and gid) the compile runs as (created in the image by `sandbox-image/base/customize.sh`).
-pub const SANDBOX_UID: u32 = 1000;
-const SANDBOX_USER: &str = "1000:1000";
 const SUPERVISOR: &str = "texfleet-supervisor";
-/// Our syscall allowlist (see the file for what it refuses and why).
-const SECCOMP_PROFILE: &str = include_str!("../../sandbox-image/seccomp.json");
-/// Files and directories a job may create in its work directory.
-const WORK_INODES: u32 = 20_000;
 /// What we keep of the supervisor's stderr, for our own logs.
 const MAX_STDERR_BYTES: usize = 64 * 1024;
 
@@ -70,35 +66,19 @@ pub struct WarmContainer {
     pub created: Instant,
 }
 
-/// A sandbox container as its labels describe it.
-#[derive(Debug, Clone)]
-pub struct SandboxContainer {
-    pub id: String,
-    /// The job id (or `check-…` for a self-check).
-    pub job: String,
-    pub scheduler: String,
-    pub age_seconds: i64,
-}
-
 enum Ended {
     Finished(Result<(), DockerError>),
     DeadlineHit,
     Stopped,
 }
 
-fn time_now_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 #[derive(Clone)]
 pub struct Sandbox {
-    docker: bollard::Docker,
+    pub(crate) docker: bollard::Docker,
     image: String,
     host_config: HostConfig,
     scheduler_id: String,
-    deployment: String,
+    pub(crate) deployment: String,
     removals: TaskTracker,
 }
 
@@ -284,7 +264,7 @@ impl Sandbox {
         let body = ContainerCreateBody {
             image: Some(self.image.clone()),
             cmd: Some(cmd.iter().map(|arg| arg.to_string()).collect()),
-            user: Some(SANDBOX_USER.to_string()),
+            user: Some(CONTAINER_USER.to_string()),
             working_dir: Some("/work".to_string()),
             labels: Some(labels),
             attach_stdin: Some(true),
@@ -301,32 +281,6 @@ impl Sandbox {
         let container = self.docker.create_container(Some(options), body).await?.id;
         crate::metrics::CONTAINERS.inc();
         Ok(container)
-    }
-
-    /// Every sandbox container of this deployment on this Docker host, of any scheduler.
-    pub async fn list_sandboxes(&self) -> Result<Vec<SandboxContainer>, DockerError> {
-        let deployment = format!("{DEPLOYMENT_LABEL}={}", self.deployment);
-        let filters = HashMap::from([("label", vec![JOB_LABEL.to_string(), deployment])]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let now = time_now_seconds();
-        Ok(self
-            .docker
-            .list_containers(Some(options))
-            .await?
-            .into_iter()
-            .filter_map(|container| {
-                let labels = container.labels.unwrap_or_default();
-                Some(SandboxContainer {
-                    id: container.id?,
-                    job: labels.get(JOB_LABEL).cloned().unwrap_or_default(),
-                    scheduler: labels.get(SCHEDULER_LABEL).cloned().unwrap_or_default(),
-                    age_seconds: now.saturating_sub(container.created.unwrap_or(now)),
-                })
-            })
-            .collect())
     }
 
     async fn attach_and_run(
@@ -418,130 +372,5 @@ impl Sandbox {
             .v(true)
             .build();
         self.docker.remove_container(container, Some(options)).await
-    }
-}
-
-/// How many job containers (not idle warm-pool ones) of any deployment exist on the
-/// `DOCKER_HOST` engine.
-pub async fn count_sandbox_containers() -> Result<usize, DockerError> {
-    let docker = bollard::Docker::connect_with_defaults()?
-        .negotiate_version()
-        .await?;
-    let filters = HashMap::from([("label", vec![JOB_LABEL.to_string()])]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let containers = docker.list_containers(Some(options)).await?;
-    let is_job = |labels: &HashMap<String, String>| {
-        !labels
-            .get(JOB_LABEL)
-            .is_some_and(|l| l.starts_with(POOL_LABEL_PREFIX))
-    };
-    Ok(containers
-        .iter()
-        .filter(|c| c.labels.as_ref().is_some_and(is_job))
-        .count())
-}
-
-/// The isolation every sandbox gets. Docker's defaults are not enough for hostile input:
-/// no network, no capabilities, no privilege gain, our own seccomp allowlist, a read-only root,
-/// memory with no extra swap, bounded pids and CPU, small tmpfs mounts that cannot hold
-/// devices, setuid files or executables, no logs kept by the engine, and an init process that
-/// reaps zombies. `texfleet sandbox check` verifies each of these from inside a container.
-fn host_config(config: &Config) -> HostConfig {
-    let memory = config.sandbox_memory_mb * 1024 * 1024;
-    let tmpfs = HashMap::from([
-        (
-            "/work".to_string(),
-            format!(
-                "rw,nosuid,nodev,noexec,size={}m,nr_inodes={WORK_INODES},uid=1000,gid=1000,mode=0700",
-                config.sandbox_tmpfs_mb
-            ),
-        ),
-        (
-            "/tmp".to_string(),
-            "rw,nosuid,nodev,noexec,size=16m,uid=1000,gid=1000,mode=0700".to_string(),
-        ),
-    ]);
-    HostConfig {
-        memory: Some(memory),
-        memory_swap: Some(memory),
-        pids_limit: Some(config.sandbox_pids_limit),
-        nano_cpus: Some((config.sandbox_cpus * 1e9) as i64),
-        readonly_rootfs: Some(true),
-        tmpfs: Some(tmpfs),
-        network_mode: Some("none".to_string()),
-        cap_drop: Some(vec!["ALL".to_string()]),
-        security_opt: Some(vec![
-            "no-new-privileges:true".to_string(),
-            format!("seccomp={SECCOMP_PROFILE}"),
-        ]),
-        log_config: Some(HostConfigLogConfig {
-            typ: Some("none".to_string()),
-            config: None,
-        }),
-        init: Some(true),
-        runtime: (!config.sandbox_runtime.is_empty()).then(|| config.sandbox_runtime.clone()),
-        ..Default::default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_sandbox_is_locked_down() {
-        let config = Config {
-            sandbox_memory_mb: 512,
-            sandbox_runtime: "runsc".into(),
-            ..Config::default()
-        };
-        let host = host_config(&config);
-        assert_eq!(host.log_config.unwrap().typ.as_deref(), Some("none"));
-        assert_eq!(host.network_mode.as_deref(), Some("none"));
-        assert_eq!(host.init, Some(true));
-        assert_eq!(host.readonly_rootfs, Some(true));
-        assert_eq!(host.memory, host.memory_swap);
-        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
-        assert_eq!(host.runtime.as_deref(), Some("runsc"));
-        let security = host.security_opt.unwrap();
-        assert!(security.contains(&"no-new-privileges:true".to_string()));
-        let seccomp = security
-            .iter()
-            .find_map(|o| o.strip_prefix("seccomp="))
-            .expect("a seccomp profile");
-        let profile: serde_json::Value = serde_json::from_str(seccomp).unwrap();
-        assert_eq!(profile["defaultAction"], "SCMP_ACT_ERRNO");
-        let allowed: Vec<&str> = profile["syscalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|rule| rule["action"] == "SCMP_ACT_ALLOW")
-            .flat_map(|rule| {
-                rule["names"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|n| n.as_str().unwrap())
-            })
-            .collect();
-        for refused in [
-            "socket",
-            "socketpair",
-            "connect",
-            "mount",
-            "ptrace",
-            "unshare",
-            "setns",
-            "bpf",
-            "keyctl",
-            "symlink",
-            "link",
-        ] {
-            assert!(!allowed.contains(&refused), "{refused} is allowed");
-        }
-        assert!(host_config(&Config::default()).runtime.is_none());
     }
 }

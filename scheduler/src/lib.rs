@@ -1,74 +1,60 @@
 //! The scheduler daemon: claims queued jobs and compiles each in its own sandbox container.
 //!
-//! - [`docker`]: every Docker call (create, attach, kill, remove, list);
-//! - [`compile`]: one job from claim to recorded outcome, with its lease heartbeat;
-//! - [`collect`]: reading results out of the sandbox without trusting them;
-//! - [`diagnostics`]: errors and warnings from the TeX log;
-//! - [`upkeep`]: lease rescue, leftover containers and retention, on timers.
+//! - [`docker`]: a sandbox container's life (create, attach, kill, remove); [`isolation`]: how
+//!   every container is confined; [`inventory`]: listing them. Every Docker call is in these;
+//! - [`warm_pool`]: containers started ahead of demand;
+//! - [`compile`]: one job from claim to uploaded outputs, with its lease heartbeat;
+//!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
+//!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
+//!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
+//! - [`upkeep`]: lease rescue, leftover containers and retention, on timers;
+//! - [`metrics`]: what operators watch.
 //!
 //! The claim loop below keeps at most `slots` compiles running. It sleeps until a job is
 //! queued (LISTEN/NOTIFY), a compile finishes, or the slow fallback poll fires; it never spins.
 //! A notification that a job reached a final state (the client cancelled it) stops its compile.
 
-pub mod collect;
-pub mod compile;
-pub mod diagnostics;
-pub mod docker;
-pub mod metrics;
-pub mod pool;
-pub mod upkeep;
+mod collect;
+mod compile;
+mod diagnostics;
+mod docker;
+mod inventory;
+mod isolation;
+mod metrics;
+mod outcome;
+mod record;
+mod self_check;
+mod stop;
+mod upkeep;
+mod upload;
+mod warm_pool;
 
-use compile::{Context, JobStop, StopReason};
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use texfleet_core::db::{self, Notification};
+use stop::{RunningJobs, StopReason};
+use texfleet_core::db::{self, Notification, Pool};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::sync::{Notify, Semaphore};
 use uuid::Uuid;
+use warm_pool::WarmPool;
 
-/// The compiles this scheduler is running, each with its stop signal.
-#[derive(Default)]
-pub struct RunningJobs {
-    jobs: Mutex<HashMap<Uuid, Arc<JobStop>>>,
-}
+pub use docker::Sandbox;
+pub use inventory::count_sandbox_containers;
+pub use self_check::check_sandbox;
 
-impl RunningJobs {
-    fn start(&self, id: Uuid) -> Arc<JobStop> {
-        let stop = Arc::new(JobStop::default());
-        self.jobs
-            .lock()
-            .expect("running jobs")
-            .insert(id, stop.clone());
-        stop
-    }
-
-    fn finish(&self, id: Uuid) {
-        self.jobs.lock().expect("running jobs").remove(&id);
-    }
-
-    fn stop(&self, id: Uuid, reason: StopReason) {
-        if let Some(stop) = self.jobs.lock().expect("running jobs").get(&id) {
-            stop.stop(reason);
-        }
-    }
-
-    fn stop_all(&self, reason: StopReason) {
-        for stop in self.jobs.lock().expect("running jobs").values() {
-            stop.stop(reason);
-        }
-    }
-
-    pub fn ids(&self) -> Vec<Uuid> {
-        self.jobs
-            .lock()
-            .expect("running jobs")
-            .keys()
-            .copied()
-            .collect()
-    }
+/// What every task of a scheduler shares.
+pub struct Context {
+    pub config: Config,
+    /// The lease owner name this scheduler writes into the jobs it claims.
+    pub owner: String,
+    /// Postgres, as the scheduler's role.
+    pub db: Pool,
+    pub storage: Storage,
+    pub sandbox: docker::Sandbox,
+    /// Containers started ahead of demand; None when the warm pool is off.
+    pub warm_pool: Option<Arc<WarmPool>>,
 }
 
 /// Runs the scheduler until `shutdown` resolves. Then it stops claiming, lets running compiles
@@ -76,11 +62,13 @@ impl RunningJobs {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let owner = config.scheduler_id();
     let slots = config.scheduler_slots();
-    let pool = db::pool(&config, config.scheduler_database_url())?;
-    let deployment = db::deployment_id(&pool).await?.to_string();
+    self_check::refuse_unsafe_sandbox(&config).await?;
+    metrics::init();
+    let database = db::pool(&config, config.scheduler_database_url())?;
+    let deployment = db::deployment_id(&database).await?.to_string();
     let warm_pool = match config.warm_pool_size.unwrap_or(slots) {
         0 => None,
-        size => Some(Arc::new(pool::WarmPool::new(
+        size => Some(Arc::new(WarmPool::new(
             size,
             Duration::from_secs(config.warm_pool_max_age_seconds),
         ))),
@@ -88,7 +76,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let context = Arc::new(Context {
         warm_pool: warm_pool.clone(),
         sandbox: docker::Sandbox::connect(&config, &owner, &deployment).await?,
-        pool,
+        db: database,
         storage: Storage::new(&config),
         owner: owner.clone(),
         config: config.clone(),
@@ -117,6 +105,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             }
         },
     ));
+    // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
+    db::heartbeat(&context.db, &owner).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let pool_keeper = warm_pool
         .clone()
@@ -133,22 +123,33 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let poll_interval = Duration::from_secs(config.poll_interval_seconds);
     tokio::pin!(shutdown);
 
+    // Slots kept for projects with nothing running: a project may use idle capacity, but
+    // another must always find a slot soon (a scheduler of one slot keeps none).
+    let reserved = config.idle_project_slots.min(slots.saturating_sub(1));
     loop {
         let free = free_slots.available_permits();
         let mut claimed = 0;
-        if free > 0 {
-            let per_project = config.max_running_per_project;
+        let open = free.saturating_sub(reserved);
+        for (limit, per_project) in [
+            (open, config.max_running_per_project),
+            // A cap of one running job: only projects with none running offer a job.
+            (reserved.min(free), 1),
+        ] {
+            let limit = limit.min(free - claimed);
+            if limit == 0 {
+                continue;
+            }
             match db::claim_jobs(
-                &context.pool,
+                &context.db,
                 &owner,
                 config.lease_seconds,
-                free,
+                limit,
                 per_project,
             )
             .await
             {
                 Ok(jobs) => {
-                    claimed = jobs.len();
+                    claimed += jobs.len();
                     for job in jobs {
                         metrics::QUEUE_WAIT.observe(job.waited_seconds);
                         let permit = free_slots.clone().try_acquire_owned()?;
@@ -183,6 +184,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     upkeep.abort();
     if let (Some(keeper), Some(pool)) = (pool_keeper, &warm_pool) {
         keeper.abort();
+        let _ = keeper.await;
         pool.drain(&context.sandbox).await;
     }
     let grace = Duration::from_secs(config.shutdown_grace_seconds);
@@ -200,29 +202,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let _all = free_slots.acquire_many(slots as u32).await?;
     }
     context.sandbox.settle().await;
+    if let Err(error) = db::forget_scheduler(&context.db, &owner).await {
+        tracing::warn!(%error, "could not remove this scheduler's heartbeat");
+    }
     listener.abort();
     if let Some(server) = metrics_server {
         server.abort();
     }
     Ok(())
-}
-
-/// Runs the supervisor's self-check in a sandbox configured like a job's and returns what it
-/// found, property by property (`texfleet sandbox check`).
-pub async fn check_sandbox(config: &Config) -> anyhow::Result<Vec<texfleet_sandbox::Check>> {
-    let sandbox = docker::Sandbox::connect(config, &config.scheduler_id(), "sandbox-check").await?;
-    let spec = texfleet_sandbox::CheckSpec {
-        uid: docker::SANDBOX_UID,
-        memory_bytes: config.sandbox_memory_mb * 1024 * 1024,
-        pids_limit: config.sandbox_pids_limit,
-        cpus: config.sandbox_cpus,
-        work_tmpfs_bytes: config.sandbox_tmpfs_mb * 1024 * 1024,
-    };
-    let run = sandbox.check(&serde_json::to_vec(&spec)?).await?;
-    serde_json::from_slice(&run.stdout).map_err(|error| {
-        anyhow::anyhow!(
-            "the sandbox check printed no report ({error}): {}",
-            String::from_utf8_lossy(&run.stderr)
-        )
-    })
 }

@@ -8,123 +8,191 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use prometheus::{
-    register_gauge, register_histogram, register_histogram_vec, register_int_counter,
-    register_int_counter_vec, register_int_gauge, register_int_gauge_vec, Gauge, Histogram,
-    HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    register_gauge_with_registry, register_histogram_vec_with_registry,
+    register_histogram_with_registry, register_int_counter_vec_with_registry,
+    register_int_counter_with_registry, register_int_gauge_vec_with_registry,
+    register_int_gauge_with_registry, Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Registry,
 };
 use std::sync::LazyLock;
+use strum::VariantArray;
 use texfleet_core::metrics;
+use texfleet_core::model::{Engine, ErrorCode, JobStatus};
+
+/// The scheduler's own registry: a process that runs the API and a scheduler (a test) exports
+/// each role's series once, from that role's endpoint.
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(|| metrics::registry("scheduler"));
 
 const SECONDS: &[f64] = &[
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];
 
 pub static JOBS_FINISHED: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    register_int_counter_vec_with_registry!(
         "texfleet_jobs_finished_total",
         "Jobs this scheduler brought to a final state, by status, engine and error code (none when Succeeded).",
-        &["status", "engine", "error_code"]
+        &["status", "engine", "error_code"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static QUEUE_WAIT: LazyLock<Histogram> = LazyLock::new(|| {
-    register_histogram!(
+    register_histogram_with_registry!(
         "texfleet_job_queue_wait_seconds",
         "Time from submission to claim.",
-        SECONDS.to_vec()
+        SECONDS.to_vec(),
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static COMPILE_TIME: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+    register_histogram_vec_with_registry!(
         "texfleet_job_compile_seconds",
         "Compile time in the sandbox, by engine.",
         &["engine"],
-        SECONDS.to_vec()
+        SECONDS.to_vec(),
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static UPLOAD_TIME: LazyLock<Histogram> = LazyLock::new(|| {
-    register_histogram!(
+    register_histogram_with_registry!(
         "texfleet_job_upload_seconds",
         "Time to upload a job's PDF and log, retries included.",
-        vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+        vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static END_TO_END: LazyLock<HistogramVec> = LazyLock::new(|| {
-    register_histogram_vec!(
+    register_histogram_vec_with_registry!(
         "texfleet_job_end_to_end_seconds",
         "Time from submission to a final state, as the client waits it, by engine.",
         &["engine"],
-        SECONDS.to_vec()
+        SECONDS.to_vec(),
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static QUEUE_JOBS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!(
+    register_int_gauge_vec_with_registry!(
         "texfleet_queue_jobs",
         "Jobs waiting or running, across all schedulers, by status.",
-        &["status"]
+        &["status"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static OLDEST_QUEUED: LazyLock<Gauge> = LazyLock::new(|| {
-    register_gauge!(
+    register_gauge_with_registry!(
         "texfleet_queue_oldest_job_age_seconds",
-        "Age of the oldest queued job (0 when none waits)."
+        "Age of the oldest queued job (0 when none waits).",
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!(
+    register_int_gauge_vec_with_registry!(
         "texfleet_scheduler_slots",
         "This scheduler's compile slots, by state (busy, free).",
-        &["state"]
+        &["state"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static CONTAINERS: LazyLock<IntGauge> = LazyLock::new(|| {
-    register_int_gauge!(
+    register_int_gauge_with_registry!(
         "texfleet_sandbox_containers_running",
-        "Sandbox containers this scheduler has created and not yet removed."
+        "Sandbox containers this scheduler has created and not yet removed.",
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static RETRIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    register_int_counter_vec_with_registry!(
         "texfleet_job_retries_total",
         "Infrastructure failures that sent a job back to the queue, by error code.",
-        &["error_code"]
+        &["error_code"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static UPLOAD_RETRIES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter_with_registry!(
+        "texfleet_upload_retries_total",
+        "PUTs to the object store that failed and were tried again.",
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static RESCUES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!(
+    register_int_counter_with_registry!(
         "texfleet_lease_rescues_total",
-        "Running jobs returned to the queue (or failed) because their lease expired."
+        "Running jobs returned to the queue (or failed) because their lease expired.",
+        REGISTRY
     )
     .expect("metric registers once")
 });
 
 pub static LIMITS_HIT: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!(
+    register_int_counter_vec_with_registry!(
         "texfleet_sandbox_limits_hit_total",
         "Jobs ended by a sandbox limit, by limit (timeout, memory, output).",
-        &["limit"]
+        &["limit"],
+        REGISTRY
     )
     .expect("metric registers once")
 });
+
+/// Registers every metric, each labelled series a dashboard or alert reads at zero, so that
+/// a scrape shows every name from the start (a series that appears only with its first event
+/// hides that it never happened, and breaks rates).
+pub fn init() {
+    for engine in Engine::VARIANTS {
+        let engine = engine.as_str();
+        for (status, code) in [
+            (JobStatus::Succeeded, None),
+            (JobStatus::Failed, Some(ErrorCode::CompileError)),
+            (JobStatus::Failed, Some(ErrorCode::MemoryLimit)),
+            (JobStatus::Failed, Some(ErrorCode::OutputLimit)),
+            (JobStatus::Failed, Some(ErrorCode::SandboxError)),
+            (JobStatus::Failed, Some(ErrorCode::StorageError)),
+            (JobStatus::TimedOut, Some(ErrorCode::Timeout)),
+        ] {
+            let code = code.map_or("none", ErrorCode::as_str);
+            JOBS_FINISHED.with_label_values(&[status.as_str(), engine, code]);
+        }
+        COMPILE_TIME.with_label_values(&[engine]);
+        END_TO_END.with_label_values(&[engine]);
+    }
+    for code in [ErrorCode::SandboxError, ErrorCode::StorageError] {
+        RETRIES.with_label_values(&[code.as_str()]);
+    }
+    for limit in ["timeout", "memory", "output"] {
+        LIMITS_HIT.with_label_values(&[limit]);
+    }
+    for status in [JobStatus::Queued, JobStatus::Running] {
+        QUEUE_JOBS.with_label_values(&[status.as_str()]);
+    }
+    LazyLock::force(&QUEUE_WAIT);
+    LazyLock::force(&UPLOAD_TIME);
+    LazyLock::force(&OLDEST_QUEUED);
+    LazyLock::force(&CONTAINERS);
+    LazyLock::force(&RESCUES);
+    LazyLock::force(&UPLOAD_RETRIES);
+    set_slots(0, 0);
+}
 
 /// Sets both slot gauges.
 pub fn set_slots(busy: usize, free: usize) {
@@ -134,14 +202,13 @@ pub fn set_slots(busy: usize, free: usize) {
 
 /// Serves `/metrics` (and `/healthz`) on `listener` until the task is aborted.
 pub async fn serve(listener: tokio::net::TcpListener) {
-    metrics::register_build_info("scheduler");
     let router = Router::new()
         .route(
             "/metrics",
             get(|| async {
                 (
                     [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-                    metrics::encode(),
+                    metrics::encode(&REGISTRY),
                 )
                     .into_response()
             }),

@@ -1,35 +1,44 @@
-//! Work on timers, beside the claim loop: rescuing jobs whose lease expired, removing sandbox
-//! containers that no compile owns, and deleting jobs past retention. Every scheduler runs
-//! it; each step is safe to run from several schedulers at once.
+//! Work on timers, beside the claim loop: this scheduler's heartbeat, rescuing jobs whose lease
+//! expired, removing sandbox containers that no live compile or warm pool owns, and deleting
+//! jobs past retention. Every scheduler runs it; each step is safe to run from several
+//! schedulers at once.
 
-use crate::compile::Context;
-use crate::docker::SandboxContainer;
+use crate::inventory::SandboxContainer;
 use crate::metrics;
-use crate::RunningJobs;
+use crate::stop::RunningJobs;
+use crate::Context;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db;
+use texfleet_core::model::storage_keys;
 use uuid::Uuid;
 
 /// How often the queue gauges are refreshed.
 const QUEUE_STATS_INTERVAL: Duration = Duration::from_secs(5);
-/// How often leftover containers are looked for (also at start and after every rescue).
-const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 /// Jobs deleted per retention batch.
 const RETENTION_BATCH: i64 = 100;
 
 pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
     let config = &context.config;
-    let mut rescue = tokio::time::interval(Duration::from_secs(config.lease_seconds).div_f64(2.0));
-    let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
+    let lease = Duration::from_secs(config.lease_seconds);
+    let mut heartbeat = tokio::time::interval(lease.div_f64(3.0));
+    let mut rescue = tokio::time::interval(lease.div_f64(2.0));
+    // Leftovers are looked for once a lease (also at start and after every rescue): a
+    // scheduler that missed three heartbeats is dead, and the next sweep removes its containers.
+    let mut sweep = tokio::time::interval(lease);
     let mut retention =
         tokio::time::interval(Duration::from_secs(config.retention_interval_seconds));
     let mut queue_stats = tokio::time::interval(QUEUE_STATS_INTERVAL);
     loop {
         tokio::select! {
+            _ = heartbeat.tick() => {
+                if let Err(error) = db::heartbeat(&context.db, &context.owner).await {
+                    tracing::warn!(%error, "could not record the heartbeat");
+                }
+            }
             _ = rescue.tick() => {
-                match db::rescue_expired_leases(&context.pool).await {
+                match db::rescue_expired_leases(&context.db).await {
                     Ok(rescued) if !rescued.is_empty() => {
                         tracing::warn!(?rescued, "rescued jobs whose lease expired");
                         metrics::RESCUES.inc_by(rescued.len() as u64);
@@ -40,11 +49,11 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                 }
             }
             _ = sweep.tick() => sweep_orphans(&context, &running).await,
-            _ = queue_stats.tick() => match db::queue_stats(&context.pool).await {
-                Ok((queued, running_jobs, oldest)) => {
-                    metrics::QUEUE_JOBS.with_label_values(&["Queued"]).set(queued);
-                    metrics::QUEUE_JOBS.with_label_values(&["Running"]).set(running_jobs);
-                    metrics::OLDEST_QUEUED.set(oldest);
+            _ = queue_stats.tick() => match db::queue_stats(&context.db).await {
+                Ok(stats) => {
+                    metrics::QUEUE_JOBS.with_label_values(&["Queued"]).set(stats.queued);
+                    metrics::QUEUE_JOBS.with_label_values(&["Running"]).set(stats.running);
+                    metrics::OLDEST_QUEUED.set(stats.oldest_queued_seconds);
                 }
                 Err(error) => tracing::warn!(%error, "could not read the queue's depth"),
             },
@@ -66,9 +75,13 @@ async fn sweep_orphans(context: &Context, running: &RunningJobs) {
         .iter()
         .filter_map(|c| Uuid::parse_str(&c.job).ok())
         .collect();
-    let owners = match db::running_lease_owners(&context.pool, &job_ids).await {
+    let owners = match db::running_lease_owners(&context.db, &job_ids).await {
         Ok(owners) => owners,
         Err(error) => return tracing::warn!(%error, "could not read leases for the sweep"),
+    };
+    let live = match db::live_schedulers(&context.db, context.config.lease_seconds).await {
+        Ok(live) => live,
+        Err(error) => return tracing::warn!(%error, "could not read heartbeats for the sweep"),
     };
     // Our job containers carry their job id; warm-pool containers their pool label.
     let mut ours: HashSet<String> = running.ids().iter().map(Uuid::to_string).collect();
@@ -81,7 +94,7 @@ async fn sweep_orphans(context: &Context, running: &RunningJobs) {
         + config.warm_pool_max_age_seconds as i64
         + 120;
     for container in containers {
-        if is_orphan(&container, &owners, &context.owner, &ours, max_age) {
+        if is_orphan(&container, &owners, &live, &context.owner, &ours, max_age) {
             tracing::warn!(
                 container = container.id,
                 job = container.job,
@@ -94,12 +107,15 @@ async fn sweep_orphans(context: &Context, running: &RunningJobs) {
     }
 }
 
-/// A container is an orphan when no compile can be using it: it outlived every limit, it is
-/// ours but we run no such job (a crash of a process with our id), or its job is no longer
-/// running under the lease of the scheduler that started it (that scheduler died or lost it).
+/// A container is an orphan when no compile or pool can be using it: it outlived every limit;
+/// it is ours but we run no such job or pool container (a crash of a process with our id); its
+/// scheduler is dead (no heartbeat for a lease); or its job is no longer running under the
+/// lease of the scheduler that started it (that scheduler lost it). A live scheduler's warm
+/// container (a label that is no job id) is that scheduler's to replace.
 fn is_orphan(
     container: &SandboxContainer,
     lease_owners: &HashMap<Uuid, String>,
+    live: &HashSet<String>,
     me: &str,
     ours: &HashSet<String>,
     max_age_seconds: i64,
@@ -110,35 +126,35 @@ fn is_orphan(
     if container.scheduler == me {
         return !ours.contains(&container.job);
     }
+    if !live.contains(&container.scheduler) {
+        return true;
+    }
     let job = Uuid::parse_str(&container.job).ok();
-    // Another scheduler's: an orphan once its job is no longer running under that scheduler's
-    // lease. A label that is no job id is left to the age limit.
     job.is_some_and(|job| lease_owners.get(&job) != Some(&container.scheduler))
 }
 
 async fn delete_expired_jobs(context: &Context) {
     loop {
-        let expired = match db::expired_jobs(
-            &context.pool,
-            context.config.retention_days,
-            RETENTION_BATCH,
-        )
-        .await
-        {
-            Ok(expired) => expired,
-            Err(error) => return tracing::warn!(%error, "could not look for jobs past retention"),
-        };
+        let expired =
+            match db::expired_jobs(&context.db, context.config.retention_days, RETENTION_BATCH)
+                .await
+            {
+                Ok(expired) => expired,
+                Err(error) => {
+                    return tracing::warn!(%error, "could not look for jobs past retention")
+                }
+            };
         let mut deletable = Vec::new();
-        'jobs: for job in &expired {
-            for key in &job.storage_keys {
-                if let Err(error) = context.storage.delete(key).await {
+        'jobs: for &id in &expired {
+            for key in storage_keys(id) {
+                if let Err(error) = context.storage.delete(&key).await {
                     tracing::warn!(%error, key, "could not delete an object past retention; keeping its job");
                     continue 'jobs;
                 }
             }
-            deletable.push(job.id);
+            deletable.push(id);
         }
-        match db::delete_finished_jobs(&context.pool, &deletable).await {
+        match db::delete_finished_jobs(&context.db, &deletable).await {
             Ok(deleted) => tracing::info!(deleted, "deleted jobs past retention"),
             Err(error) => return tracing::warn!(%error, "could not delete jobs past retention"),
         }
@@ -169,7 +185,8 @@ mod tests {
             (lost, "someone-else".to_string()),
         ]);
         let ours = HashSet::from([mine.to_string(), "pool-1".to_string()]);
-        let orphan = |c: &SandboxContainer| is_orphan(c, &owners, "me", &ours, 600);
+        let live = HashSet::from(["other".to_string(), "someone-else".to_string()]);
+        let orphan = |c: &SandboxContainer| is_orphan(c, &owners, &live, "me", &ours, 600);
 
         assert!(
             !orphan(&container(&mine.to_string(), "me", 10)),
@@ -192,8 +209,16 @@ mod tests {
             "rescued and claimed elsewhere"
         );
         assert!(
-            orphan(&container(&Uuid::new_v4().to_string(), "dead", 10)),
-            "job no longer running"
+            orphan(&container(&Uuid::new_v4().to_string(), "other", 10)),
+            "a live scheduler's job no longer running"
+        );
+        assert!(
+            orphan(&container("pool-7", "dead", 10)),
+            "a dead scheduler's warm container"
+        );
+        assert!(
+            !orphan(&container("pool-7", "other", 10)),
+            "a live scheduler's warm container"
         );
         assert!(
             orphan(&container(&theirs.to_string(), "other", 601)),

@@ -18,17 +18,11 @@ async fn uploads_wait_out_an_object_store_outage() {
         );
     }
     // The compiles finish and their uploads fail while Garage is down.
-    let pool = app.pool.clone();
     eventually(
         Duration::from_secs(60),
         "the compiles reach their uploads",
         || async {
-            let client = pool.get().await.unwrap();
-            let running: i64 = client
-                .query_one("SELECT count(*) FROM jobs WHERE status = 'Running'", &[])
-                .await
-                .unwrap()
-                .get(0);
+            let running = app.count_jobs("status = 'Running'").await;
             running > 0
         },
     )

@@ -48,12 +48,7 @@ async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
         let uploads = before.get(id).unwrap_or(&0) + after.get(id).unwrap_or(&0);
         assert_eq!(uploads, 1, "job {id} was uploaded {uploads} times");
     }
-    let client = app.pool.get().await.unwrap();
-    let rescued: i64 = client
-        .query_one("SELECT count(*) FROM jobs WHERE attempts > 1", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let rescued = app.count_jobs("attempts > 1").await;
     assert!(rescued >= 1, "no job was rescued from the killed scheduler");
     eventually(
         Duration::from_secs(30),

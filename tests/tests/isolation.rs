@@ -101,13 +101,7 @@ async fn no_route_reaches_another_projects_jobs() {
             "{path}"
         );
     }
-    let cancel = app
-        .http
-        .delete(format!("{}/compile/{id}", app.url))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .unwrap();
+    let cancel = app.delete_as(&app.token, &format!("/compile/{id}")).await;
     assert_eq!(cancel.status(), StatusCode::NOT_FOUND);
     let list = app
         .get(&format!("/projects/{other_project}/compiles"))
@@ -115,12 +109,8 @@ async fn no_route_reaches_another_projects_jobs() {
     assert_eq!(list.status(), StatusCode::FORBIDDEN);
     assert_eq!(list.json::<Value>().await.unwrap()["code"], "forbidden");
     let still: Value = app
-        .http
-        .get(format!("{}/compile/{id}", app.url))
-        .bearer_auth(&other_token)
-        .send()
+        .get_as(&other_token, &format!("/compile/{id}"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -153,12 +143,8 @@ async fn expired_and_revoked_tokens_are_401_and_use_is_recorded() {
     .await
     .unwrap();
     let live = app
-        .http
-        .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
-        .bearer_auth(&revoked)
-        .send()
-        .await
-        .unwrap();
+        .get_as(&revoked, &format!("/compile/{}", uuid::Uuid::new_v4()))
+        .await;
     assert_eq!(
         live.status(),
         StatusCode::NOT_FOUND,
@@ -167,12 +153,8 @@ async fn expired_and_revoked_tokens_are_401_and_use_is_recorded() {
     assert!(db::revoke_token(&**client, revoked_id).await.unwrap());
     for secret in [&expired, &revoked] {
         let response = app
-            .http
-            .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
-            .bearer_auth(secret)
-            .send()
-            .await
-            .unwrap();
+            .get_as(secret, &format!("/compile/{}", uuid::Uuid::new_v4()))
+            .await;
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(response.headers()["www-authenticate"], "Bearer");
     }
@@ -193,12 +175,8 @@ async fn listing_pages_newest_first_with_a_cursor_and_filters_by_status() {
                 .to_string(),
         );
     }
-    app.http
-        .delete(format!("{}/compile/{}", app.url, ids[0]))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .unwrap();
+    app.delete_as(&app.token, &format!("/compile/{}", ids[0]))
+        .await;
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -283,12 +261,8 @@ async fn a_token_over_its_rate_gets_429_with_retry_after() {
     assert_eq!(statuses, [404, 404, 404, 429, 429]);
     let (_, other_token) = app.other_project().await;
     let other = app
-        .http
-        .get(format!("{}/compile/{}", app.url, uuid::Uuid::new_v4()))
-        .bearer_auth(other_token)
-        .send()
-        .await
-        .unwrap();
+        .get_as(&other_token, &format!("/compile/{}", uuid::Uuid::new_v4()))
+        .await;
     assert_eq!(
         other.status(),
         StatusCode::NOT_FOUND,

@@ -1,5 +1,7 @@
-//! A real Prometheus (Debian's package) scrapes the API and the scheduler while compiles run;
-//! its HTTP API must show the job counters and histograms move.
+//! A real Prometheus (Debian's package) scrapes the API and the scheduler while jobs run; its
+//! HTTP API must show, per scrape job, exactly what happened: submissions and requests from the
+//! API alone, finishes, limits, rescues, retries and containers from the scheduler alone. Every
+//! metric name the alert rules use must exist in the scrape.
 
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -56,88 +58,149 @@ fn start_prometheus(api: &str, scheduler: &str) -> Prometheus {
     }
 }
 
-/// The value of an instant query that returns one sample, or None.
-async fn query(http: &reqwest::Client, prometheus: &Prometheus, promql: &str) -> Option<f64> {
-    let response = http
+/// The values of an instant query, one per series.
+async fn query(http: &reqwest::Client, prometheus: &Prometheus, promql: &str) -> Vec<f64> {
+    let Ok(response) = http
         .get(format!("{}/api/v1/query", prometheus.url))
         .query(&[("query", promql)])
         .send()
         .await
-        .ok()?;
-    let body: Value = response.json().await.ok()?;
-    body["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    else {
+        return Vec::new();
+    };
+    let body: Value = response.json().await.unwrap_or_default();
+    body["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|series| series["value"][1].as_str()?.parse().ok())
+        .collect()
+}
+
+/// Waits until `promql` gives exactly one series whose value is `expected`.
+async fn expect_value(
+    http: &reqwest::Client,
+    prometheus: &Prometheus,
+    promql: &str,
+    expected: f64,
+) {
+    let mut last = Vec::new();
+    let waited = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            last = query(http, prometheus, promql).await;
+            if last == [expected] {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{promql}: {last:?}, expected [{expected}]");
+}
+
+/// Every `texfleet_*` name the alert rules read, without histogram suffixes.
+fn alert_metric_names() -> Vec<String> {
+    let rules = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../monitoring/alerts.yml"
+    ))
+    .unwrap();
+    let mut names: Vec<String> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("texfleet_"))
+        .map(|word| word.to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn prometheus_sees_job_counters_and_histograms_move() {
+async fn prometheus_sees_exactly_what_each_process_did() {
     let scheduler_address = format!("127.0.0.1:{}", free_port());
-    let app =
-        TestApp::spawn_with(|config| config.scheduler_metrics_addr = scheduler_address.clone())
-            .await;
+    let app = TestApp::spawn_with(|config| {
+        config.scheduler_metrics_addr = scheduler_address.clone();
+        config.lease_seconds = 4;
+    })
+    .await;
     let prometheus = start_prometheus(app.url.trim_start_matches("http://"), &scheduler_address);
     let http = reqwest::Client::new();
     eventually(
         Duration::from_secs(60),
         "both processes are scraped",
-        || async { query(&http, &prometheus, "sum(up)").await == Some(2.0) },
+        || async { query(&http, &prometheus, "sum(up)").await == [2.0] },
     )
     .await;
-
-    for document in [
-        HELLO,
-        HELLO,
-        "\\documentclass{article}\\begin{document}\\undefined\\end{document}",
-    ] {
-        app.compile(json!({ "input_latex": document })).await;
-    }
-    let expectations = [
-        ("sum(texfleet_jobs_submitted_total)", 3.0),
-        ("sum(texfleet_jobs_finished_total)", 3.0),
-        (
-            "sum(texfleet_jobs_finished_total{status=\"Failed\", error_code=\"compile_error\"})",
+    for name in alert_metric_names() {
+        expect_value(
+            &http,
+            &prometheus,
+            &format!("count(count by (job) ({name}) > -1) > 0"),
             1.0,
-        ),
-        ("sum(texfleet_job_compile_seconds_count)", 3.0),
-        ("sum(texfleet_job_end_to_end_seconds_count)", 3.0),
-        ("sum(texfleet_job_queue_wait_seconds_count)", 3.0),
-        ("sum(texfleet_job_upload_seconds_count)", 3.0),
-        (
-            "sum(texfleet_http_requests_total{route=\"/compile\", status=\"202\"})",
-            3.0,
-        ),
-        (
-            "sum(texfleet_scheduler_slots)",
-            app.config.scheduler_slots as f64,
-        ),
-        ("count(texfleet_build_info)", 2.0),
-    ];
-    for (promql, at_least) in expectations {
-        eventually(Duration::from_secs(30), promql, || async {
-            query(&http, &prometheus, promql)
-                .await
-                .is_some_and(|value| value >= at_least)
-        })
+        )
         .await;
     }
-    eventually(
-        Duration::from_secs(30),
-        "the queue gauges are exported",
-        || async {
-            query(
-                &http,
-                &prometheus,
-                "max(texfleet_queue_jobs{status=\"Queued\"})",
-            )
-            .await
-            .is_some()
-                && query(
-                    &http,
-                    &prometheus,
-                    "max(texfleet_queue_oldest_job_age_seconds)",
-                )
-                .await
-                .is_some()
-        },
-    )
-    .await;
+
+    for (document, timeout) in [
+        (HELLO, 30),
+        (HELLO, 30),
+        (
+            "\\documentclass{article}\\begin{document}\\undefined\\end{document}",
+            30,
+        ),
+        ("\\loop\\iftrue\\repeat", 2),
+    ] {
+        app.compile(json!({ "input_latex": document, "timeout_seconds": timeout }))
+            .await;
+    }
+    // A job whose lease expired under a scheduler that is gone: rescued, then compiled.
+    let ghost_id = uuid::Uuid::new_v4();
+    let client = app.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
+                               attempts, started_at, lease_owner, lease_expires_at)
+             VALUES ($1, $2, 'pdflatex', 30, 3, 'Running', 1, now(), 'ghost',
+                     now() - interval '1 second')",
+            &[&ghost_id, &app.project_id],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO job_files (job_id, path, content) VALUES ($1, 'main.tex', $2)",
+            &[&ghost_id, &HELLO.as_bytes()],
+        )
+        .await
+        .unwrap();
+    let rescued = app
+        .wait_terminal(&ghost_id.to_string(), Duration::from_secs(60))
+        .await;
+    assert_eq!(rescued["status"], "Succeeded", "{rescued:#}");
+
+    let api = "job=\"texfleet-api\"";
+    let scheduler = "job=\"texfleet-scheduler\"";
+    for (promql, expected) in [
+        (format!("sum(texfleet_jobs_submitted_total{{{api}}})"), 4.0),
+        (format!("sum(texfleet_http_requests_total{{{api}, route=\"/compile\", method=\"POST\", status=\"202\"}})"), 4.0),
+        (format!("sum(texfleet_jobs_finished_total{{{scheduler}}})"), 5.0),
+        (format!("sum(texfleet_jobs_finished_total{{{scheduler}, status=\"Succeeded\"}})"), 3.0),
+        (format!("texfleet_jobs_finished_total{{{scheduler}, status=\"Failed\", engine=\"pdflatex\", error_code=\"compile_error\"}}"), 1.0),
+        (format!("texfleet_jobs_finished_total{{{scheduler}, status=\"TimedOut\", engine=\"pdflatex\", error_code=\"timeout\"}}"), 1.0),
+        (format!("texfleet_sandbox_limits_hit_total{{{scheduler}, limit=\"timeout\"}}"), 1.0),
+        (format!("texfleet_sandbox_limits_hit_total{{{scheduler}, limit=\"memory\"}}"), 0.0),
+        (format!("texfleet_lease_rescues_total{{{scheduler}}}"), 1.0),
+        (format!("sum(texfleet_job_retries_total{{{scheduler}}})"), 0.0),
+        (format!("sum(texfleet_job_compile_seconds_count{{{scheduler}}})"), 5.0),
+        (format!("sum(texfleet_job_end_to_end_seconds_count{{{scheduler}}})"), 5.0),
+        (format!("sum(texfleet_scheduler_slots{{{scheduler}}})"), app.config.scheduler_slots as f64),
+        // The idle warm pool: as many containers as slots, and nothing else.
+        (format!("texfleet_sandbox_containers_running{{{scheduler}}}"), app.config.scheduler_slots as f64),
+        // Each process exports only its own series.
+        (format!("count(texfleet_jobs_submitted_total{{{scheduler}}}) or vector(0)"), 0.0),
+        (format!("count(texfleet_jobs_finished_total{{{api}}}) or vector(0)"), 0.0),
+        ("count(texfleet_build_info)".to_string(), 2.0),
+    ] {
+        expect_value(&http, &prometheus, &promql, expected).await;
+    }
 }

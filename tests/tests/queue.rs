@@ -9,12 +9,7 @@ use texfleet_e2e::{containers_of_job, eventually, TestApp, HELLO};
 const ENDLESS: &str = "\\loop\\iftrue\\repeat";
 
 async fn delete(app: &TestApp, id: &str) -> reqwest::Response {
-    app.http
-        .delete(format!("{}/compile/{id}", app.url))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .unwrap()
+    app.delete_as(&app.token, &format!("/compile/{id}")).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -36,13 +31,7 @@ async fn a_queued_job_is_cancelled_at_once_and_only_once() {
         StatusCode::NOT_FOUND
     );
     let (_, other_token) = app.other_project().await;
-    let foreign = app
-        .http
-        .delete(format!("{}/compile/{id}", app.url))
-        .bearer_auth(other_token)
-        .send()
-        .await
-        .unwrap();
+    let foreign = app.delete_as(&other_token, &format!("/compile/{id}")).await;
     assert_eq!(foreign.status(), StatusCode::NOT_FOUND);
 }
 
@@ -82,14 +71,8 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
     let app = TestApp::spawn().await;
     let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
     let response = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&app.token)
-        .header("Prefer", "wait=60")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+        .post_with_headers(&app.token, "/compile", &body, &[("Prefer", "wait=60")])
+        .await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["preference-applied"], "wait=60");
     assert!(response.headers().contains_key("location"));
@@ -99,14 +82,13 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
     let body =
         json!({ "project_id": app.project_id, "input_latex": ENDLESS, "timeout_seconds": 30 });
     let response = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&app.token)
-        .header("Prefer", "respond-async, wait=1")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+        .post_with_headers(
+            &app.token,
+            "/compile",
+            &body,
+            &[("Prefer", "respond-async, wait=1")],
+        )
+        .await;
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     assert_eq!(response.headers()["preference-applied"], "wait=1");
     let job: Value = response.json().await.unwrap();
@@ -150,12 +132,7 @@ async fn an_idempotency_key_returns_the_original_job_or_a_conflict() {
         post("bad key", body).await.unwrap().status(),
         StatusCode::UNPROCESSABLE_ENTITY
     );
-    let client = app.pool.get().await.unwrap();
-    let jobs: i64 = client
-        .query_one("SELECT count(*) FROM jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let jobs = app.count_jobs("true").await;
     assert_eq!(jobs, 2);
 }
 
@@ -183,13 +160,12 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
     );
     let (other_project, other_token) = app.other_project().await;
     let response = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(other_token)
-        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
-        .send()
-        .await
-        .unwrap();
+        .post_as(
+            &other_token,
+            "/compile",
+            &json!({ "project_id": other_project, "input_latex": HELLO }),
+        )
+        .await;
     assert_eq!(
         response.status(),
         StatusCode::ACCEPTED,
@@ -215,14 +191,13 @@ async fn one_project_s_backlog_does_not_starve_another() {
     }
     let (other_project, other_token) = app.other_project().await;
     let single: Value = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&other_token)
-        .header("Prefer", "wait=60")
-        .json(&json!({ "project_id": other_project, "input_latex": HELLO }))
-        .send()
+        .post_with_headers(
+            &other_token,
+            "/compile",
+            &json!({ "project_id": other_project, "input_latex": HELLO }),
+            &[("Prefer", "wait=60")],
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

@@ -50,12 +50,7 @@ async fn sigterm_hands_unfinished_jobs_back_to_the_queue() {
     assert_eq!(attempts, 0, "a handed-back job keeps its attempts");
 
     // Another scheduler picks it up; a job submitted meanwhile runs too.
-    app.http
-        .delete(format!("{}/compile/{id}", app.url))
-        .bearer_auth(&app.token)
-        .send()
-        .await
-        .unwrap();
+    app.delete_as(&app.token, &format!("/compile/{id}")).await;
     let later = app.submit(json!({ "input_latex": HELLO })).await;
     let _next = SchedulerProcess::spawn(&app.config, &format!("next-{}", uuid::Uuid::new_v4()));
     let job = app

@@ -4,8 +4,8 @@
 //! container created for the job. The pool is refilled in the background, and a container
 //! that is too old or no longer running is replaced.
 
-use crate::compile::Context;
 use crate::docker::{Sandbox, WarmContainer, POOL_LABEL_PREFIX};
+use crate::Context;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +22,9 @@ pub struct WarmPool {
     /// Labels of every container the pool created that still exists (ready or serving a
     /// job), so that the orphan sweep knows them as ours.
     labels: Mutex<HashSet<String>>,
+    /// The label of the container being created, if one is: when shutdown aborts the
+    /// creation, Docker may still make it, and [`WarmPool::drain`] looks for it by label.
+    creating: Mutex<Option<String>>,
     taken: Notify,
 }
 
@@ -32,6 +35,7 @@ impl WarmPool {
             max_age,
             ready: Mutex::default(),
             labels: Mutex::default(),
+            creating: Mutex::default(),
             taken: Notify::new(),
         }
     }
@@ -69,7 +73,10 @@ impl WarmPool {
                 // Known as ours before it exists, so that no orphan sweep can take it meanwhile.
                 let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
                 self.labels.lock().expect("pool").insert(label.clone());
-                match sandbox.warm(&label).await {
+                *self.creating.lock().expect("pool") = Some(label.clone());
+                let warmed = sandbox.warm(&label).await;
+                *self.creating.lock().expect("pool") = None;
+                match warmed {
                     Ok(warm) => self.ready.lock().expect("pool").push_back(warm),
                     Err(error) => {
                         tracing::warn!(%error, "could not warm a sandbox container");
@@ -118,12 +125,21 @@ impl WarmPool {
         }
     }
 
-    /// Removes every ready container (at shutdown).
+    /// Removes every ready container, and the one whose creation was cut short, if any (at
+    /// shutdown, once [`WarmPool::maintain`] has ended).
     pub async fn drain(&self, sandbox: &Sandbox) {
         let ready: VecDeque<WarmContainer> = std::mem::take(&mut *self.ready.lock().expect("pool"));
         for warm in ready {
             sandbox.discard(&warm.id).await;
             self.forget(&warm.label);
+        }
+        let creating = self.creating.lock().expect("pool").take();
+        if let Some(label) = creating {
+            let containers = sandbox.list_sandboxes().await.unwrap_or_default();
+            for container in containers.iter().filter(|c| c.job == label) {
+                sandbox.discard(&container.id).await;
+            }
+            self.forget(&label);
         }
     }
 }

@@ -1,18 +1,13 @@
 //! The body of `POST /compile`, checked field by field so that a client learns every problem at
-//! once, each named by its field (`files[2].path`), as CONTRACT.md asks.
+//! once, each named by its field (`files[2].path`), as the contract asks.
 
 use crate::problem::FieldError;
-use axum::http::HeaderMap;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::collections::HashSet;
-use texfleet_core::db::ListPosition;
-use texfleet_core::model::{Engine, JobStatus, SourceFile, MAIN_FILE};
-use texfleet_core::validate::{check_path, MAX_FILES};
-use time::OffsetDateTime;
+use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
+use texfleet_core::validate::{check_path, folder_conflicts, MAX_FILES};
 use uuid::Uuid;
 
 const FIELDS: &[&str] = &[
@@ -26,23 +21,14 @@ const FIELDS: &[&str] = &[
 ];
 const FILE_FIELDS: &[&str] = &["path", "content_base64", "content"];
 
-/// A request that passed every check.
-pub struct CompileRequest {
-    pub project_id: Uuid,
-    pub engine: Engine,
-    pub halt_on_error: bool,
-    pub timeout_seconds: u32,
-    /// The main document first, as `main.tex`, then the extra files.
-    pub files: Vec<SourceFile>,
-}
-
 pub struct Limits {
     pub default_timeout_seconds: u32,
     pub max_timeout_seconds: u32,
 }
 
-/// Checks a parsed body. `Err` lists every field that is wrong.
-pub fn parse(body: &Value, limits: &Limits) -> Result<CompileRequest, Vec<FieldError>> {
+/// Checks a parsed body and makes the job it asks for: the main document first, as
+/// `main.tex`, then the extra files. `Err` lists every field that is wrong.
+pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
     let mut errors = Vec::new();
     let Some(object) = body.as_object() else {
         return Err(vec![FieldError::new("", "the body must be a JSON object")]);
@@ -85,7 +71,7 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<CompileRequest, Vec<FieldE
     let engine = match object.get("engine") {
         None | Some(Value::Null) => Some(Engine::default()),
         Some(value) => {
-            let engine = value.as_str().and_then(Engine::parse);
+            let engine = value.as_str().and_then(|s| s.parse::<Engine>().ok());
             if engine.is_none() {
                 errors.push(FieldError::new(
                     "engine",
@@ -125,11 +111,14 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<CompileRequest, Vec<FieldE
     };
 
     let mut files = Vec::new();
+    // The field each file came from, to name it in a conflict.
+    let mut fields = Vec::new();
     if let Some(main) = main_document {
         files.push(SourceFile {
             path: MAIN_FILE.to_string(),
             content: main.into_bytes(),
         });
+        fields.push("input_latex".to_string());
     }
     match object.get("files") {
         None | Some(Value::Null) => {}
@@ -145,6 +134,7 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<CompileRequest, Vec<FieldE
                 if let Some(file) = parse_file(entry, &format!("files[{index}]"), &mut errors) {
                     if seen.insert(file.path.clone()) {
                         files.push(file);
+                        fields.push(format!("files[{index}].path"));
                     } else {
                         errors.push(FieldError::new(
                             format!("files[{index}].path"),
@@ -157,8 +147,13 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<CompileRequest, Vec<FieldE
         Some(_) => errors.push(FieldError::new("files", "must be an array")),
     }
 
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    for (index, message) in folder_conflicts(&paths) {
+        errors.push(FieldError::new(fields[index].clone(), message));
+    }
+
     match (project_id, engine, errors.is_empty()) {
-        (Some(project_id), Some(engine), true) => Ok(CompileRequest {
+        (Some(project_id), Some(engine), true) => Ok(NewJob {
             project_id,
             engine,
             halt_on_error,
@@ -322,6 +317,17 @@ mod tests {
     }
 
     #[test]
+    fn a_file_where_a_folder_must_be_is_refused_by_name() {
+        let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
+            { "path": "a", "content": "1" }, { "path": "a/b.tex", "content": "2" },
+            { "path": "main.tex/x.tex", "content": "3" } ] });
+        assert_eq!(
+            fields(parse(&body, &LIMITS).err().unwrap()),
+            ["files[1].path", "files[2].path"]
+        );
+    }
+
+    #[test]
     fn requires_a_document_and_refuses_duplicates() {
         let body = json!({ "project_id": PROJECT });
         assert_eq!(
@@ -334,81 +340,6 @@ mod tests {
             fields(parse(&body, &LIMITS).err().unwrap()),
             ["files[1].path"]
         );
-    }
-}
-
-/// The `Idempotency-Key` header, if any: 1 to 255 visible ASCII characters.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, FieldError> {
-    let Some(value) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let bytes = value.as_bytes();
-    if bytes.is_empty() || bytes.len() > 255 || !bytes.iter().all(|b| (0x21..=0x7e).contains(b)) {
-        return Err(FieldError::new(
-            "Idempotency-Key",
-            "must be 1 to 255 visible ASCII characters",
-        ));
-    }
-    Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
-}
-
-/// Longest `Prefer: wait` honoured, in seconds (CONTRACT.md).
-pub const MAX_WAIT_SECONDS: u64 = 60;
-
-/// The `wait` preference of RFC 7240 (`Prefer: wait=10`, possibly among other preferences),
-/// capped at [`MAX_WAIT_SECONDS`]. Malformed values are ignored, as the RFC asks.
-pub fn prefer_wait(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get_all("prefer")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .find_map(|preference| {
-            let (name, value) = preference.split(';').next()?.split_once('=')?;
-            if !name.trim().eq_ignore_ascii_case("wait") {
-                return None;
-            }
-            value.trim().trim_matches('"').parse::<u64>().ok()
-        })
-        .map(|seconds| seconds.min(MAX_WAIT_SECONDS))
-}
-
-#[cfg(test)]
-mod header_tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, value.parse().unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn reads_the_wait_preference() {
-        assert_eq!(prefer_wait(&headers(&[("prefer", "wait=10")])), Some(10));
-        assert_eq!(
-            prefer_wait(&headers(&[("prefer", "respond-async, Wait=5")])),
-            Some(5)
-        );
-        assert_eq!(
-            prefer_wait(&headers(&[("prefer", "wait=600")])),
-            Some(MAX_WAIT_SECONDS)
-        );
-        assert_eq!(prefer_wait(&headers(&[("prefer", "wait=soon")])), None);
-        assert_eq!(prefer_wait(&headers(&[])), None);
-    }
-
-    #[test]
-    fn checks_idempotency_keys() {
-        assert_eq!(idempotency_key(&headers(&[])), Ok(None));
-        assert_eq!(
-            idempotency_key(&headers(&[("idempotency-key", "abc-123")])),
-            Ok(Some("abc-123".into()))
-        );
-        assert!(idempotency_key(&headers(&[("idempotency-key", "has space")])).is_err());
-        assert!(idempotency_key(&headers(&[("idempotency-key", &"k".repeat(256))])).is_err());
     }
 }
 
@@ -442,83 +373,8 @@ pub struct FileBody {
     content_base64: Option<String>,
 }
 
-/// The query of `GET /projects/{project_id}/compiles`.
-pub struct ListQuery {
-    pub status: Option<JobStatus>,
-    pub limit: i64,
-    pub after: Option<ListPosition>,
-}
-
-pub const DEFAULT_PAGE: i64 = 20;
-pub const MAX_PAGE: i64 = 100;
-
-pub fn parse_list_query(query: &HashMap<String, String>) -> Result<ListQuery, Vec<FieldError>> {
-    let mut errors = Vec::new();
-    for key in query
-        .keys()
-        .filter(|k| !["status", "limit", "cursor"].contains(&k.as_str()))
-    {
-        errors.push(FieldError::new(key.clone(), "unknown query parameter"));
-    }
-    let status = query.get("status").filter(|s| !s.is_empty()).and_then(|s| {
-        let status = JobStatus::parse(s);
-        if status.is_none() {
-            errors.push(FieldError::new(
-                "status",
-                "must be one of Queued, Running, Succeeded, Failed, TimedOut, Cancelled",
-            ));
-        }
-        status
-    });
-    let limit = match query.get("limit").map(|l| l.parse::<i64>()) {
-        None => DEFAULT_PAGE,
-        Some(Ok(limit)) if (1..=MAX_PAGE).contains(&limit) => limit,
-        Some(_) => {
-            errors.push(FieldError::new(
-                "limit",
-                format!("must be an integer from 1 to {MAX_PAGE}"),
-            ));
-            DEFAULT_PAGE
-        }
-    };
-    let after = query
-        .get("cursor")
-        .filter(|c| !c.is_empty())
-        .and_then(|cursor| {
-            let position = decode_cursor(cursor);
-            if position.is_none() {
-                errors.push(FieldError::new(
-                    "cursor",
-                    "is not a cursor this API returned",
-                ));
-            }
-            position
-        });
-    if errors.is_empty() {
-        Ok(ListQuery {
-            status,
-            limit,
-            after,
-        })
-    } else {
-        Err(errors)
-    }
-}
-
-/// An opaque cursor: the position of a page's last job, base64url of `<unix nanos>.<id>`.
-pub fn encode_cursor((created_at, id): ListPosition) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}.{id}", created_at.unix_timestamp_nanos()))
-}
-
-fn decode_cursor(cursor: &str) -> Option<ListPosition> {
-    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
-    let (nanos, id) = text.split_once('.')?;
-    let created_at = OffsetDateTime::from_unix_timestamp_nanos(nanos.parse().ok()?).ok()?;
-    Some((created_at, Uuid::parse_str(id).ok()?))
-}
-
 #[cfg(test)]
-mod contract_tests {
+mod schema_tests {
     use super::*;
     use utoipa::PartialSchema;
 
@@ -546,26 +402,5 @@ mod contract_tests {
         let mut accepted = FILE_FIELDS.to_vec();
         accepted.sort();
         assert_eq!(documented, accepted);
-    }
-
-    #[test]
-    fn cursors_round_trip_and_garbage_is_refused() {
-        let position = (
-            OffsetDateTime::from_unix_timestamp_nanos(1_795_000_000_123_456_000).unwrap(),
-            Uuid::new_v4(),
-        );
-        let query = HashMap::from([("cursor".to_string(), encode_cursor(position))]);
-        assert_eq!(parse_list_query(&query).ok().unwrap().after, Some(position));
-        let bad = HashMap::from([
-            ("cursor".to_string(), "nonsense".to_string()),
-            ("limit".to_string(), "500".to_string()),
-        ]);
-        let fields: Vec<String> = parse_list_query(&bad)
-            .err()
-            .unwrap()
-            .into_iter()
-            .map(|e| e.field)
-            .collect();
-        assert_eq!(fields.len(), 2, "{fields:?}");
     }
 }

@@ -1,0 +1,42 @@
+//! The schedulers of a deployment, as their heartbeats show them: a scheduler renews its row
+//! while it runs and deletes it when it stops, so that any scheduler can tell a dead one's
+//! leftovers (migration V5).
+
+use super::{DbResult, Pool};
+use std::collections::HashSet;
+
+/// Records that scheduler `id` is alive now.
+pub async fn heartbeat(pool: &Pool, id: &str) -> DbResult<()> {
+    pool.get()
+        .await?
+        .execute(
+            "INSERT INTO schedulers (id) VALUES ($1)
+             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
+            &[&id],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Scheduler `id` stopped cleanly.
+pub async fn forget_scheduler(pool: &Pool, id: &str) -> DbResult<()> {
+    pool.get()
+        .await?
+        .execute("DELETE FROM schedulers WHERE id = $1", &[&id])
+        .await?;
+    Ok(())
+}
+
+/// The schedulers whose last heartbeat is at most `max_age_seconds` old.
+pub async fn live_schedulers(pool: &Pool, max_age_seconds: u64) -> DbResult<HashSet<String>> {
+    let rows = pool
+        .get()
+        .await?
+        .query(
+            "SELECT id FROM schedulers
+             WHERE heartbeat_at > now() - make_interval(secs => $1)",
+            &[&(max_age_seconds as f64)],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}

@@ -1,0 +1,318 @@
+//! The queue protocol of the scheduler, in one readable place.
+//!
+//! - **claim** ([`claim_jobs`]): `FOR UPDATE SKIP LOCKED`, so concurrent schedulers never block
+//!   on or double-claim a row; the claim writes a lease (owner + expiry) into each row;
+//! - **lease** ([`renew_lease`]): the owner renews it while the compile runs;
+//! - **fencing**: every later write names the lease owner and `status = 'Running'`, so a
+//!   scheduler that lost its job (cancelled, or its lease rescued) cannot overwrite anything;
+//! - **finish** ([`finish_job`]), **retry** ([`retry_or_fail_job`]), **hand back**
+//!   ([`hand_back_job`]) end a lease; **rescue** ([`rescue_expired_leases`]) ends the leases
+//!   of schedulers that died;
+//! - **retention** ([`expired_jobs`], [`delete_finished_jobs`]).
+
+use super::{parsed, DbError, DbResult, Pool};
+use crate::model::{ClaimedJob, Diagnostic, JobError, JobStatus, SourceFile};
+use std::collections::HashMap;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Claims up to `limit` claimable jobs for `owner` with a lease of `lease_seconds`, never
+/// letting a project run more than `per_project` jobs at once.
+///
+/// Fairness: each project with queued work offers its oldest jobs, at most its free share
+/// of `per_project`; offers are taken in turns (a project's running jobs plus the offer's rank
+/// within the project), oldest first within a turn. So a project with a thousand queued jobs
+/// cannot starve one that submits a single job. The transaction-scoped advisory lock makes
+/// the running counts exact across concurrent schedulers; SKIP LOCKED passes over rows that
+/// the API is cancelling at that moment.
+pub async fn claim_jobs(
+    pool: &Pool,
+    owner: &str,
+    lease_seconds: u64,
+    limit: usize,
+    per_project: usize,
+) -> DbResult<Vec<ClaimedJob>> {
+    let mut client = pool.get().await?;
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
+        .await?;
+    let rows = transaction
+        .query(
+            "WITH running AS (
+                 SELECT project_id, count(*) AS jobs FROM jobs
+                 WHERE status = 'Running' GROUP BY project_id
+             ), waiting AS (
+                 SELECT DISTINCT project_id FROM jobs
+                 WHERE status = 'Queued' AND run_after <= now()
+             ), offers AS (
+                 SELECT offer.id, offer.created_at, coalesce(running.jobs, 0) + offer.rank AS turn
+                 FROM waiting
+                 LEFT JOIN running USING (project_id)
+                 CROSS JOIN LATERAL (
+                     SELECT id, created_at, row_number() OVER (ORDER BY created_at) AS rank
+                     FROM jobs
+                     WHERE jobs.project_id = waiting.project_id
+                       AND status = 'Queued' AND run_after <= now()
+                     ORDER BY created_at
+                     LIMIT greatest($4 - coalesce(running.jobs, 0), 0)
+                 ) AS offer
+                 ORDER BY turn, offer.created_at
+                 LIMIT $3
+             ), claimable AS (
+                 SELECT id FROM jobs WHERE id IN (SELECT id FROM offers) FOR UPDATE SKIP LOCKED
+             )
+             UPDATE jobs SET status = 'Running', started_at = now(), attempts = attempts + 1,
+                             lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
+             FROM claimable WHERE jobs.id = claimable.id
+             RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
+                       jobs.timeout_seconds, jobs.attempts,
+                       extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
+                       extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
+                           AS source_date_epoch",
+            &[
+                &owner,
+                &(lease_seconds as f64),
+                &(limit as i64),
+                &(per_project as i64),
+            ],
+        )
+        .await?;
+    transaction.commit().await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|row| row.get(0)).collect();
+    let mut files: HashMap<Uuid, Vec<SourceFile>> = HashMap::new();
+    for row in client
+        .query(
+            "SELECT job_id, path, content FROM job_files WHERE job_id = ANY($1)",
+            &[&ids],
+        )
+        .await?
+    {
+        files.entry(row.get(0)).or_default().push(SourceFile {
+            path: row.get(1),
+            content: row.get(2),
+        });
+    }
+    rows.iter()
+        .map(|row| {
+            let id: Uuid = row.get("id");
+            Ok(ClaimedJob {
+                id,
+                project_id: row.get("project_id"),
+                engine: parsed(row, "engine")?,
+                halt_on_error: row.get("halt_on_error"),
+                timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
+                attempt: row.get("attempts"),
+                waited_seconds: row.get("waited"),
+                source_date_epoch: row.get("source_date_epoch"),
+                files: files.remove(&id).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Key of the advisory lock that serialises claims (an arbitrary constant: "texfleet").
+const CLAIM_LOCK: i64 = 0x7465_7866_6c65_6574;
+
+/// Extends `owner`'s lease on a running job; false when the lease is gone (the job was
+/// cancelled, or rescued after the lease expired), which tells the compile to stop.
+pub async fn renew_lease(pool: &Pool, id: Uuid, owner: &str, lease_seconds: u64) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let renewed = client
+        .execute(
+            "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3)
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner, &(lease_seconds as f64)],
+        )
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// Returns running jobs whose lease expired (their scheduler died or lost Postgres) to the
+/// queue, or fails them once they have used every attempt. Any scheduler may run this.
+pub async fn rescue_expired_leases(pool: &Pool) -> DbResult<Vec<(Uuid, JobStatus)>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts < max_attempts THEN 'Queued' ELSE 'Failed' END,
+                 finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
+                 error_code = CASE WHEN attempts < max_attempts THEN NULL ELSE 'sandbox_error' END,
+                 error_message = CASE WHEN attempts < max_attempts THEN NULL
+                                 ELSE 'the scheduler running the job stopped answering on every attempt' END,
+                 run_after = now(), lease_owner = NULL, lease_expires_at = NULL
+             WHERE status = 'Running' AND lease_expires_at < now()
+             RETURNING id, status",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.get("id"), parsed(row, "status")?)))
+        .collect()
+}
+
+/// Gives a running job back to the queue untouched (the scheduler is shutting down): the
+/// attempt it used is returned too, since the job did nothing wrong.
+pub async fn hand_back_job(pool: &Pool, id: Uuid, owner: &str) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let handed = client
+        .execute(
+            "UPDATE jobs SET status = 'Queued', attempts = attempts - 1, run_after = now(),
+                             started_at = NULL, lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner],
+        )
+        .await?;
+    Ok(handed == 1)
+}
+
+/// The lease owner of each of these jobs that is running.
+pub async fn running_lease_owners(pool: &Pool, ids: &[Uuid]) -> DbResult<HashMap<Uuid, String>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "SELECT id, lease_owner FROM jobs WHERE id = ANY($1) AND status = 'Running'",
+            &[&ids],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+/// The queue's depth across all schedulers.
+pub struct QueueStats {
+    pub queued: i64,
+    pub running: i64,
+    /// Age of the oldest queued job in seconds; 0 when none waits.
+    pub oldest_queued_seconds: f64,
+}
+
+/// The queue's depth, read only through the partial indexes on the two states.
+pub async fn queue_stats(pool: &Pool) -> DbResult<QueueStats> {
+    let client = pool.get().await?;
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM jobs WHERE status = 'Queued'),
+                    (SELECT count(*) FROM jobs WHERE status = 'Running'),
+                    (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+                     FROM jobs WHERE status = 'Queued')",
+            &[],
+        )
+        .await?;
+    Ok(QueueStats {
+        queued: row.get(0),
+        running: row.get(1),
+        oldest_queued_seconds: row.get(2),
+    })
+}
+
+/// Finished jobs past the retention age, oldest first. Their objects are named by their ids
+/// ([`crate::model::storage_keys`]), whatever the rows recorded, so that an object uploaded
+/// for an outcome that was never recorded goes with its job too.
+pub async fn expired_jobs(pool: &Pool, retention_days: u32, limit: i64) -> DbResult<Vec<Uuid>> {
+    let client = pool.get().await?;
+    let rows = client
+        .query(
+            "SELECT id FROM jobs
+             WHERE finished_at < now() - make_interval(days => $1)
+             ORDER BY finished_at LIMIT $2",
+            &[&(retention_days as i32), &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// Deletes finished jobs (their files go with them); a job that is not finished is kept.
+pub async fn delete_finished_jobs(pool: &Pool, ids: &[Uuid]) -> DbResult<u64> {
+    let client = pool.get().await?;
+    Ok(client
+        .execute(
+            "DELETE FROM jobs WHERE id = ANY($1) AND finished_at IS NOT NULL",
+            &[&ids],
+        )
+        .await?)
+}
+
+/// The final outcome of a compile, as the scheduler records it.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: JobStatus,
+    pub error: Option<JobError>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub pdf_storage_key: Option<String>,
+    pub log_storage_key: Option<String>,
+    pub duration_ms: Option<i64>,
+}
+
+/// Records a final outcome and returns the job's end-to-end time (submission to now), or
+/// None when `owner` no longer holds the job's lease.
+pub async fn finish_job(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    outcome: &Outcome,
+) -> DbResult<Option<f64>> {
+    let client = pool.get().await?;
+    let diagnostics = serde_json::to_value(&outcome.diagnostics)
+        .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
+    let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
+    let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
+    let row = client
+        .query_opt(
+            "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
+                             lease_expires_at = NULL, error_code = $4, error_message = $5,
+                             diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
+                             duration_ms = $9
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
+             RETURNING extract(epoch FROM finished_at - created_at)::float8",
+            &[
+                &id,
+                &owner,
+                &outcome.status.as_str(),
+                &error_code,
+                &error_message,
+                &diagnostics,
+                &outcome.pdf_storage_key,
+                &outcome.log_storage_key,
+                &outcome.duration_ms,
+            ],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+/// After an infrastructure failure: back to `Queued` after `backoff`, or `Failed` with `error`
+/// once the job has used all its attempts. Returns the status written, or None when `owner`
+/// no longer holds the lease.
+pub async fn retry_or_fail_job(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    backoff: Duration,
+    error: &JobError,
+) -> DbResult<Option<JobStatus>> {
+    let client = pool.get().await?;
+    let row = client
+        .query_opt(
+            "UPDATE jobs SET
+                 status = CASE WHEN attempts < max_attempts THEN 'Queued' ELSE 'Failed' END,
+                 run_after = now() + make_interval(secs => $3),
+                 finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE now() END,
+                 error_code = CASE WHEN attempts < max_attempts THEN NULL ELSE $4 END,
+                 error_message = CASE WHEN attempts < max_attempts THEN NULL ELSE $5 END,
+                 lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
+             RETURNING status",
+            &[
+                &id,
+                &owner,
+                &backoff.as_secs_f64(),
+                &error.code.as_str(),
+                &error.message,
+            ],
+        )
+        .await?;
+    row.map(|row| parsed(&row, "status")).transpose()
+}

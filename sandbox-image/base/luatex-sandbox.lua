@@ -1,0 +1,223 @@
+-- texfleet: the compile driver starts every LuaTeX job with this file as its startup script
+-- (`lualatex --lua=<this file>`), so that it runs before the format and every package, which
+-- then capture only the functions it leaves; and with `\directlua{texfleet_sandbox_finish()}`
+-- as the first line, before any line of the document, because LuaTeX re-installs C module
+-- loading and io.popen after the startup script. The document's Lua code, and that of every
+-- package, sees only what this leaves:
+--
+-- 1. Lua stays Lua. Lua has no bytecode verifier, and crafted bytecode is a known road from
+--    Lua to native code, so every way to load a chunk (load, loadstring, loadfile, dofile,
+--    require) takes text only, with one exception that cannot be crafted: bytecode that
+--    string.dump made in this very run from a function (lualibs compiles its formatters that
+--    way). C modules cannot be loaded at all. `debug` keeps only `traceback` and a `getinfo` without
+--    functions, so nothing can reach the originals kept below.
+-- 2. Lua opens, lists and changes files only below the TeX trees, the fonts, the per-job
+--    caches and the work directory. Landlock enforces the same for every program of the
+--    compile; this is the same rule one layer up, and the only one where Landlock is absent.
+--
+-- Lua's os.execute, io.popen and their kin are already refused by `shell_escape = f`; they are
+-- removed here as well. os.exit always exits with a failure (see remove_native_code).
+
+local allowed = {
+  "/usr/share/texlive/", "/usr/share/texmf/", "/usr/share/fonts/", "/usr/share/texfleet/",
+  "/var/lib/texmf/", "/etc/texmf/", "/etc/fonts/", "/work/", "/tmp/",
+}
+
+local lfs, kpse, io, os, package, debug = lfs, kpse, io, os, package, debug
+local type, select, error, tostring, concat = type, select, error, tostring, table.concat
+local original = {
+  load = load, loadstring = loadstring, dump = string.dump, loadfile = loadfile, open = io.open, lines = io.lines, input = io.input,
+  output = io.output, remove = os.remove, rename = os.rename, currentdir = lfs.currentdir, exit = os.exit,
+  traceback = debug.traceback, getinfo = debug.getinfo,
+}
+
+-- The absolute, normalised form of `path`, or nil when it has a `..` component.
+local function absolute(path)
+  if path:sub(1, 1) ~= "/" then
+    path = (original.currentdir() or "") .. "/" .. path
+  end
+  local parts = {}
+  for part in path:gmatch("[^/]+") do
+    if part == ".." then return nil end
+    if part ~= "." then parts[#parts + 1] = part end
+  end
+  return "/" .. concat(parts, "/")
+end
+
+local function below(path, prefixes)
+  local full = absolute(path)
+  if not full then return false end
+  for _, prefix in ipairs(prefixes) do
+    if full .. "/" == prefix or full:sub(1, #prefix) == prefix then return true end
+  end
+  return false
+end
+
+local function permitted(path)
+  if type(path) ~= "string" then return true end -- a file handle, or nothing
+  return below(path, allowed)
+end
+
+local function refused(path)
+  return nil, tostring(path) .. ": refused by the sandbox"
+end
+
+-- Calls `f` with the arguments as given, so that an explicit nil stays explicit (load's env).
+local function guard(f)
+  return function(path, ...)
+    if not permitted(path) then
+      return refused(path)
+    end
+    return f(path, ...)
+  end
+end
+
+io.open = guard(original.open)
+io.lines = function(path, ...)
+  if path ~= nil and not permitted(path) then error(select(2, refused(path)), 2) end
+  return original.lines(path, ...)
+end
+io.input = function(file) if not permitted(file) then error(select(2, refused(file)), 2) end return original.input(file) end
+io.output = function(file) if not permitted(file) then error(select(2, refused(file)), 2) end return original.output(file) end
+os.remove = guard(original.remove)
+os.rename = function(from, to)
+  if not (permitted(from) and permitted(to)) then return refused(from) end
+  return original.rename(from, to)
+end
+-- Whether `path` is a folder above an allowed one ("/usr"): asking whether it exists tells
+-- nothing, and luaotfload walks up paths that way.
+local function ancestor(path)
+  local full = absolute(path)
+  if not full then return false end
+  for _, prefix in ipairs(allowed) do
+    if prefix:sub(1, #full + 1) == full .. "/" or full == "/" then return true end
+  end
+  return false
+end
+for _, name in ipairs({ "attributes", "symlinkattributes", "isdir", "isfile" }) do
+  local f = lfs[name]
+  if f then
+    lfs[name] = function(path, ...)
+      if type(path) == "string" and not permitted(path) and not ancestor(path) then
+        return refused(path)
+      end
+      return f(path, ...)
+    end
+  end
+end
+for _, name in ipairs({ "dir", "chdir", "mkdir", "rmdir", "touch", "link", "readlink",
+                        "setmode", "lock_dir" }) do
+  if lfs[name] then lfs[name] = guard(lfs[name]) end
+end
+for _, library in ipairs({ fontloader, epdf, pdfe }) do
+  for _, name in ipairs({ "open", "info", "new" }) do
+    if type(library) == "table" and type(library[name]) == "function" then
+      library[name] = guard(library[name])
+    end
+  end
+end
+if type(img) == "table" then
+  for _, name in ipairs({ "new", "scan" }) do
+    local f = img[name]
+    if f then
+      img[name] = function(spec, ...)
+        if type(spec) == "table" and not permitted(spec.filename) then
+          error("image " .. tostring(spec.filename) .. ": refused by the sandbox", 2)
+        end
+        return f(spec, ...)
+      end
+    end
+  end
+end
+
+-- Bytecode string.dump made in this run: the VM's own output, never crafted.
+local dumped = {}
+string.dump = function(...)
+  local code = original.dump(...)
+  dumped[code] = true
+  return code
+end
+
+-- Text chunks, or bytecode this run dumped. A reader function is drained here, so that it
+-- never runs inside the original load.
+local function text_load(chunk, name, mode, ...)
+  if type(chunk) == "function" then
+    local pieces = {}
+    while true do
+      local piece = chunk()
+      if piece == nil or piece == "" then break end
+      pieces[#pieces + 1] = piece
+    end
+    chunk = concat(pieces)
+  end
+  mode = dumped[chunk] and "b" or "t"
+  if select("#", ...) > 0 then
+    return original.load(chunk, name, mode, ...)
+  end
+  return original.load(chunk, name, mode)
+end
+
+local function text_loadfile(path, mode, ...)
+  if path ~= nil and not permitted(path) then return refused(path) end
+  if select("#", ...) > 0 then
+    return original.loadfile(path, "t", ...)
+  end
+  return original.loadfile(path, "t")
+end
+
+load = text_load
+-- LuaTeX's loadstring is its own (the 5.1 call, which packages still use): kept, for text and
+-- for bytecode this run dumped.
+if original.loadstring then
+  loadstring = function(chunk, ...)
+    if type(chunk) == "string" and chunk:byte(1) == 27 and not dumped[chunk] then
+      return nil, "attempt to load a binary chunk (refused by the sandbox)"
+    end
+    return original.loadstring(chunk, ...)
+  end
+end
+loadfile = text_loadfile
+dofile = function(path)
+  local chunk, message = text_loadfile(path)
+  if not chunk then error(message, 2) end
+  return chunk()
+end
+
+-- require: Lua modules found by kpathsea or package.path, loaded as text; no C modules.
+local function lua_searcher(name)
+  local file = kpse.find_file(name, "lua")
+    or kpse.find_file((name:gsub("%.", "/")), "lua")
+    or package.searchpath(name, package.path)
+  if not file then
+    return "\n\tno Lua module '" .. name .. "' (texfleet sandbox)"
+  end
+  local chunk, message = text_loadfile(file)
+  if not chunk then error(message, 2) end
+  return chunk, file
+end
+-- No C modules, no commands. LuaTeX re-installs C module loading and io.popen after this
+-- startup script, so the job's first line calls texfleet_sandbox_finish to do it again.
+local function remove_native_code()
+  package.searchers = { package.searchers[1], lua_searcher }
+  package.loadlib = nil
+  package.cpath = ""
+  os.execute, os.exec, os.spawn, io.popen = nil, nil, nil, nil
+  -- A document may end the run, not choose how it ended: the verdict under halt_on_error
+  -- rests on the engine's exit status, so an early exit is always a failed one.
+  os.exit = function() original.exit(1) end
+end
+remove_native_code()
+function texfleet_sandbox_finish()
+  remove_native_code()
+  texfleet_sandbox_finish = nil
+end
+
+debug = {
+  traceback = original.traceback,
+  getinfo = function(...)
+    local info = original.getinfo(...)
+    if type(info) == "table" then info.func = nil end
+    return info
+  end,
+}
+package.loaded.debug = debug

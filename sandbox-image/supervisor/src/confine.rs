@@ -1,0 +1,156 @@
+//! What confines every process of the compile, beyond its uid: resource limits, the
+//! environment, the OOM killer's preference, and Landlock, which lets the compile read only
+//! the TeX trees, fonts and libraries, and write only its work directory and `/tmp`, whatever
+//! the engine's own file checks allow. Landlock's signal scope keeps the compile from
+//! signalling anything outside it (the supervisor, init), a second line behind the uids.
+
+use landlock::{
+    Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+use nix::sys::resource::{setrlimit, Resource};
+use std::io;
+use std::path::Path;
+use texfleet_sandbox::{JobSpec, WORK_DIR};
+
+const MAX_OPEN_FILES: u64 = 256;
+/// Per-job caches: luaotfload executes its cache files, so they never outlive the job.
+pub const TEXMF_VAR: &str = "/tmp/texmf-var";
+/// The compile's home, which does not exist: TEXMFHOME, fontconfig's and Ghostscript's
+/// per-user files would otherwise be files the document writes.
+pub const HOME: &str = "/nonexistent";
+
+/// The newest Landlock ABI this code was written and tested against.
+const LANDLOCK_ABI: ABI = ABI::V6;
+
+/// Read-only hierarchies: programs and their libraries, the TeX trees and fonts, the linker's
+/// cache, and the configuration of TeX, fontconfig, Ghostscript and the paper sizes. Nothing
+/// else of the image (no `/proc`, `/sys`, `/etc/passwd`, `/etc/hosts`), nothing of the host.
+const READABLE: &[&str] = &[
+    "/usr",
+    "/etc/texmf",
+    "/etc/fonts",
+    "/etc/ghostscript",
+    "/etc/paperspecs",
+    "/etc/papersize",
+    "/etc/libpaper.d",
+    "/etc/ld.so.cache",
+    "/var/lib/texmf",
+    "/dev/urandom",
+];
+/// Read-write hierarchies: the job's tmpfs mounts.
+const WRITABLE: &[&str] = &[WORK_DIR, "/tmp"];
+
+/// Limits inherited by every process of the compile. CPU time is per process; the
+/// supervisor's deadline bounds the whole compile.
+pub fn set_limits(spec: &JobSpec) -> io::Result<()> {
+    let cpu_seconds = u64::from(spec.timeout_seconds) + 1;
+    let limits = [
+        (Resource::RLIMIT_CPU, cpu_seconds),
+        (Resource::RLIMIT_FSIZE, largest_output(spec) + 1),
+        (Resource::RLIMIT_NOFILE, MAX_OPEN_FILES),
+        (Resource::RLIMIT_CORE, 0),
+    ];
+    for (resource, limit) in limits {
+        setrlimit(resource, limit, limit)
+            .map_err(|e| io::Error::other(format!("setting {resource:?} to {limit}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The largest file the compile may write: the largest output cap.
+pub fn largest_output(spec: &JobSpec) -> u64 {
+    spec.max_pdf_bytes
+        .max(spec.max_log_bytes)
+        .max(spec.max_synctex_bytes)
+}
+
+/// When memory runs out, the kernel kills the compile rather than the supervisor. Best
+/// effort: gVisor, whose memory limit is enforced outside it, has no such file.
+pub fn prefer_for_oom_kill() -> io::Result<()> {
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+    Ok(())
+}
+
+/// Restricts this process and all it starts. Best effort where the kernel lacks Landlock
+/// (gVisor, old kernels): `texfleet sandbox check` reports what is enforced, and the
+/// scheduler refuses to start where it is required and missing.
+pub fn restrict_files() -> io::Result<RestrictionStatus> {
+    let all = AccessFs::from_all(LANDLOCK_ABI);
+    let read = AccessFs::from_read(LANDLOCK_ABI);
+    let mut rules = Vec::new();
+    let file_rights = AccessFs::from_file(LANDLOCK_ABI);
+    for (paths, access) in [(READABLE, read), (WRITABLE, all)] {
+        for path in paths {
+            // A path missing from this image has nothing to allow; a file takes only the
+            // rights a file can have (asking more would leave the ruleset partly enforced).
+            let Ok(metadata) = std::fs::metadata(path) else {
+                continue;
+            };
+            let access = if metadata.is_dir() {
+                access
+            } else {
+                access & file_rights
+            };
+            if let Ok(fd) = PathFd::new(path) {
+                rules.push(PathBeneath::new(fd, access));
+            }
+        }
+    }
+    // /dev/null is read and written, never listed or executed.
+    if let Ok(fd) = PathFd::new("/dev/null") {
+        rules.push(PathBeneath::new(
+            fd,
+            AccessFs::ReadFile | AccessFs::WriteFile,
+        ));
+    }
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .and_then(|ruleset| ruleset.scope(Scope::from_all(LANDLOCK_ABI)))
+        .and_then(|ruleset| ruleset.create())
+        .and_then(|ruleset| {
+            rules
+                .into_iter()
+                .try_fold(ruleset, |ruleset, rule| ruleset.add_rule(rule))
+        })
+        .and_then(|ruleset| ruleset.restrict_self())
+        .map_err(io::Error::other)
+}
+
+/// The whole environment of the compile: an allowlist, so nothing of the container's or the
+/// host's environment leaks in. `directory` is the main document's folder, relative to the
+/// work directory.
+pub fn environment(spec: &JobSpec, directory: &Path) -> Vec<String> {
+    let mut environment: Vec<String> = [
+        "PATH=/usr/bin",
+        "LANG=C.UTF-8",
+        "TMPDIR=/tmp",
+        // One log line per message, so that diagnostics can be parsed.
+        "max_print_line=10000",
+        "error_line=254",
+        "half_error_line=238",
+        // Metafont-only fonts would be made by shell scripts; there is no shell.
+        "MKTEXPK=0",
+        "MKTEXTFM=0",
+        "MKTEXMF=0",
+        // Dates in the PDF, \today included, come from SOURCE_DATE_EPOCH, so that the same
+        // request gives the same bytes.
+        "FORCE_SOURCE_DATE=1",
+    ]
+    .iter()
+    .map(|entry| entry.to_string())
+    .collect();
+    environment.push(format!("HOME={HOME}"));
+    // Caches are read from the image's (prebuilt, read-only) and written to the job's.
+    environment.push(format!("TEXMFVAR={TEXMF_VAR}"));
+    environment.push(format!("SOURCE_DATE_EPOCH={}", spec.source_date_epoch));
+    if directory != Path::new("") {
+        // A main document in a folder: its folder first, then the project's top level, then
+        // TeX's own trees (the trailing colon).
+        for variable in ["TEXINPUTS", "BIBINPUTS", "BSTINPUTS"] {
+            environment.push(format!("{variable}=.:{WORK_DIR}:"));
+        }
+    }
+    environment
+}

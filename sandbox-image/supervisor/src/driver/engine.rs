@@ -1,0 +1,129 @@
+//! The TeX engines, each started by a fixed argument vector: no shell escape, no Lua sockets,
+//! the recorder on (the driver reads what each pass read and wrote), SyncTeX on, the job name
+//! fixed. XeTeX writes an `.xdv` on every pass and the driver makes the PDF once at the end
+//! with `xdvipdfmx`: XeTeX would otherwise start `xdvipdfmx` itself through `popen`, that is
+//! through a shell, and the image has none.
+
+use crate::process::Program;
+use texfleet_sandbox::JOB_NAME;
+
+/// Confines Lua's file access and code loading (see the file, which
+/// `sandbox-image/base/customize.sh` puts into the image). LuaTeX runs it as its startup
+/// script, before the format and every package; the job's first line then calls
+/// `texfleet_sandbox_finish`, which removes again what LuaTeX re-installs after the startup
+/// script, before a line of the document.
+const LUA_SANDBOX: &str = "/usr/share/texfleet/luatex-sandbox.lua";
+const XDVIPDFMX: &str = "/usr/bin/xdvipdfmx";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Pdflatex,
+    Xelatex,
+    Lualatex,
+}
+
+impl Engine {
+    pub fn parse(name: &str) -> Option<Engine> {
+        [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex]
+            .into_iter()
+            .find(|engine| engine.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Pdflatex => "pdflatex",
+            Engine::Xelatex => "xelatex",
+            Engine::Lualatex => "lualatex",
+        }
+    }
+
+    /// One pass over `main` (a checked file name in the current folder).
+    pub fn pass(self, main: &str, halt_on_error: bool, environment: &[String]) -> Program {
+        let lua_sandbox = format!("--lua={LUA_SANDBOX}");
+        let (path, extra): (&str, &[&str]) = match self {
+            Engine::Pdflatex => ("/usr/bin/pdflatex", &[]),
+            Engine::Xelatex => ("/usr/bin/xelatex", &["-no-pdf"]),
+            Engine::Lualatex => ("/usr/bin/lualatex", &["--nosocket", &lua_sandbox]),
+        };
+        // `main` is a checked name: no character of it is special to TeX but `_`, which
+        // LaTeX's \input takes in a file name.
+        let first_line = match self {
+            Engine::Lualatex => {
+                format!("\\directlua{{texfleet_sandbox_finish()}}\\input{{{main}}}")
+            }
+            _ => main.to_string(),
+        };
+        let job_name = format!("-jobname={JOB_NAME}");
+        let mut args = vec![
+            "-interaction=nonstopmode",
+            "-file-line-error",
+            "-no-shell-escape",
+            "-recorder",
+            "-synctex=1",
+            &job_name,
+        ];
+        args.extend_from_slice(extra);
+        if halt_on_error {
+            args.push("-halt-on-error");
+        }
+        args.push(&first_line);
+        Program::new(path, &args, environment)
+    }
+
+    /// What a pass writes: the PDF, or for XeTeX the `.xdv` that [`Engine::finish`] converts.
+    pub fn pass_output(self) -> String {
+        match self {
+            Engine::Xelatex => format!("{JOB_NAME}.xdv"),
+            _ => format!("{JOB_NAME}.pdf"),
+        }
+    }
+
+    /// The step after the last pass, if the engine needs one.
+    pub fn finish(self, environment: &[String]) -> Option<Program> {
+        let xdv = format!("{JOB_NAME}.xdv");
+        let pdf = format!("{JOB_NAME}.pdf");
+        (self == Engine::Xelatex)
+            .then(|| Program::new(XDVIPDFMX, &["-q", "-o", &pdf, &xdv], environment))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_runs_without_shell_escape_under_its_fixed_job_name() {
+        for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
+            let program = engine.pass("main.tex", true, &[]);
+            for expected in [
+                "-no-shell-escape",
+                "-jobname=output",
+                "-recorder",
+                "-halt-on-error",
+                "-interaction=nonstopmode",
+            ] {
+                assert!(
+                    program.args.iter().any(|a| a == expected),
+                    "{engine:?}: {expected}"
+                );
+            }
+            assert!(program.args.last().unwrap().contains("main.tex"));
+            assert!(program.path.starts_with("/usr/bin/"));
+        }
+        let lua = Engine::Lualatex.pass("main.tex", false, &[]);
+        assert!(lua.args.iter().any(|a| a == "--nosocket"));
+        assert!(lua
+            .args
+            .iter()
+            .any(|a| a == &format!("--lua={LUA_SANDBOX}")));
+        assert_eq!(
+            lua.args.last().unwrap(),
+            "\\directlua{texfleet_sandbox_finish()}\\input{main.tex}"
+        );
+        assert!(!lua.args.iter().any(|a| a == "-halt-on-error"));
+        let xe = Engine::Xelatex.pass("main.tex", false, &[]);
+        assert!(xe.args.iter().any(|a| a == "-no-pdf"));
+        assert_eq!(Engine::Xelatex.finish(&[]).unwrap().path, XDVIPDFMX);
+        assert!(Engine::Pdflatex.finish(&[]).is_none());
+    }
+}

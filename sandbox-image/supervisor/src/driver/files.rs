@@ -1,0 +1,178 @@
+//! The files of a compile: writing the sources, and knowing which generated files changed.
+//!
+//! The engine runs with `-recorder`, so after each pass its `.fls` lists what it read and
+//! wrote. A pass must be followed by another when a file it read changed during it (an
+//! `.aux` rewritten with new labels), when a file it looked for and missed now exists (a
+//! `.toc` written at the end: "No file output.toc."), or when the log asks for a rerun. File
+//! names from the `.fls` and the log are only compared with files on disk, never passed to a
+//! program.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::hash::{Hash, Hasher};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+use texfleet_sandbox::FileSpec;
+
+/// Files larger than this are compared by size only: generated files read back are small.
+const MAX_HASHED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Writes each source below `root`, refusing to follow or replace anything. (The API has
+/// already refused unsafe paths; this is a second line, not the first.)
+pub fn write_sources(root: &Path, files: &[FileSpec]) -> io::Result<()> {
+    for file in files {
+        let path = Path::new(&file.path);
+        if !is_plain_relative(path) {
+            return Err(io::Error::other(format!("unsafe path {:?}", file.path)));
+        }
+        let path = root.join(path);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        let content = BASE64
+            .decode(&file.content_base64)
+            .map_err(io::Error::other)?;
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)?
+            .write_all(&content)?;
+    }
+    Ok(())
+}
+
+/// A relative path of plain components: no root, no `.` or `..`.
+pub fn is_plain_relative(path: &Path) -> bool {
+    path.components().next().is_some()
+        && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// A fingerprint of a file's content, or None when it does not exist.
+pub fn fingerprint(path: &Path) -> Option<u64> {
+    let metadata = fs::symlink_metadata(path).ok()?;
+    if !metadata.is_file() {
+        return None;
+    }
+    let mut hasher = DefaultHasher::new();
+    metadata.len().hash(&mut hasher);
+    if metadata.len() <= MAX_HASHED_BYTES {
+        fs::read(path).ok()?.hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+/// What a pass read and wrote, from its `.fls`: paths relative to the folder it ran in, only
+/// those inside it (TeX's own trees are not ours to watch).
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub inputs: Vec<PathBuf>,
+    pub outputs: Vec<PathBuf>,
+}
+
+pub fn read_recorder(fls: &Path, folder: &Path) -> Recorded {
+    let mut recorded = Recorded::default();
+    let text = fs::read(fls).unwrap_or_default();
+    for line in String::from_utf8_lossy(&text).lines() {
+        let (list, name) = match line.split_once(' ') {
+            Some(("INPUT", name)) => (&mut recorded.inputs, name),
+            Some(("OUTPUT", name)) => (&mut recorded.outputs, name),
+            _ => continue,
+        };
+        let path = Path::new(name);
+        let relative = if path.is_absolute() {
+            match path.strip_prefix(folder) {
+                Ok(inside) => inside.to_path_buf(),
+                Err(_) => continue,
+            }
+        } else {
+            path.components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .collect()
+        };
+        if is_plain_relative(&relative) && !list.contains(&relative) {
+            list.push(relative);
+        }
+    }
+    recorded
+}
+
+/// The fingerprints of `paths` (relative to the folder the compile runs in) as they are now.
+pub fn fingerprints<'a>(
+    paths: impl IntoIterator<Item = &'a PathBuf>,
+) -> BTreeMap<PathBuf, Option<u64>> {
+    paths
+        .into_iter()
+        .map(|path| (path.clone(), fingerprint(path)))
+        .collect()
+}
+
+/// Files the log says TeX looked for and did not find ("No file output.toc."), which exist now.
+pub fn missing_then_present(log: &str) -> Vec<PathBuf> {
+    log.lines()
+        .filter_map(|line| line.strip_prefix("No file ")?.strip_suffix('.'))
+        .map(PathBuf::from)
+        .filter(|path| is_plain_relative(path) && fingerprint(path).is_some())
+        .collect()
+}
+
+/// Whether a package asked in the log for another run.
+pub fn log_asks_for_rerun(log: &str) -> bool {
+    const REQUESTS: &[&str] = &[
+        "Rerun to get",
+        "Label(s) may have changed",
+        "Please rerun LaTeX",
+        "Rerun LaTeX",
+        "rerun LaTeX",
+        "has changed. Rerun",
+    ];
+    log.lines()
+        .any(|line| REQUESTS.iter().any(|request| line.contains(request)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recorder_list_keeps_only_files_of_the_compile() {
+        let dir = std::env::temp_dir().join(format!("fls-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let fls = dir.join("output.fls");
+        fs::write(
+            &fls,
+            "PWD /work/paper\nINPUT /usr/share/texlive/texmf-dist/tex/latex/base/article.cls\n\
+             INPUT ./main.tex\nINPUT /work/paper/output.aux\nINPUT output.aux\n\
+             INPUT /work/other/x.tex\nOUTPUT output.log\nOUTPUT ./chapters/one.aux\n\
+             OUTPUT ../escape.aux\n",
+        )
+        .unwrap();
+        let recorded = read_recorder(&fls, Path::new("/work/paper"));
+        assert_eq!(
+            recorded.inputs,
+            [PathBuf::from("main.tex"), "output.aux".into()]
+        );
+        assert_eq!(
+            recorded.outputs,
+            [PathBuf::from("output.log"), "chapters/one.aux".into()]
+        );
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn rerun_requests_are_recognised() {
+        assert!(log_asks_for_rerun(
+            "LaTeX Warning: Label(s) may have changed. Rerun to get cross-references right."
+        ));
+        assert!(log_asks_for_rerun(
+            "Package rerunfilecheck Warning: File `output.out' has changed. Rerun to get outlines right"
+        ));
+        assert!(!log_asks_for_rerun(
+            "LaTeX Warning: Citation `x' undefined."
+        ));
+    }
+}

@@ -1,0 +1,124 @@
+//! Running the helper programs between passes (bibtex, biber, makeindex and what builds on
+//! it) only when their input changed since they last ran, and keeping a trace of what ran,
+//! what was skipped and why, which the driver appends to the job's log.
+
+use super::files::fingerprint;
+use crate::process::{self, Exit, Program};
+use nix::sys::resource::Resource;
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+
+/// The longest excerpt of a failing tool's own log copied into the job's log.
+const MAX_TOOL_LOG_BYTES: usize = 4096;
+/// Where a tool's standard output and error go, to be shown when it fails.
+const TOOL_OUTPUT: &str = "/tmp/texfleet-tool-output";
+
+pub struct Tools {
+    pub environment: Vec<String>,
+    /// The input signature each tool run last saw, by what it ran on (`bibtex output`).
+    last_inputs: HashMap<String, u64>,
+    /// Lines for the job's log.
+    pub trace: Vec<String>,
+}
+
+impl Tools {
+    pub fn new(environment: Vec<String>) -> Tools {
+        Tools {
+            environment,
+            last_inputs: HashMap::new(),
+            trace: Vec::new(),
+        }
+    }
+
+    /// Runs `program` when `signature` (of what it reads) differs from its last run's, or when
+    /// `output` does not exist yet. `tool_log` is the file where the program explains itself.
+    /// Returns whether `output` changed, which calls for another pass.
+    pub fn run_if_changed(
+        &mut self,
+        program: Program,
+        signature: u64,
+        output: &Path,
+        tool_log: &Path,
+    ) -> bool {
+        let key = program.args.join(" ");
+        let before = fingerprint(output);
+        if self.last_inputs.get(&key) == Some(&signature) && before.is_some() {
+            return false;
+        }
+        self.last_inputs.insert(key, signature);
+        if self.run(&program).is_some_and(|exit| !exit.success()) {
+            self.copy_log(tool_log);
+        }
+        fingerprint(output) != before
+    }
+
+    /// Runs `program` to its end and records it in the trace, with what it printed when it
+    /// failed. Returns how it ended, or None when it could not be started.
+    pub fn run(&mut self, program: &Program) -> Option<Exit> {
+        self.run_limited(program, &[])
+    }
+
+    /// [`Tools::run`] under limits of its own, below those the compile inherits.
+    pub fn run_limited(&mut self, program: &Program, limits: &[(Resource, u64)]) -> Option<Exit> {
+        let command = program.args.join(" ");
+        let output = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(TOOL_OUTPUT);
+        let exit = match output {
+            Ok(output) => process::run(program, Some(&output), limits),
+            Err(error) => Err(error),
+        };
+        match exit {
+            Ok(exit) => {
+                self.trace
+                    .push(format!("texfleet: ran {command} ({})", describe(exit)));
+                if !exit.success() {
+                    self.copy_log(Path::new(TOOL_OUTPUT));
+                }
+                Some(exit)
+            }
+            Err(error) => {
+                self.trace
+                    .push(format!("texfleet: could not run {command}: {error}"));
+                None
+            }
+        }
+    }
+
+    /// Records that a step was not taken, and why.
+    pub fn skip(&mut self, why: String) {
+        if !self.trace.contains(&format!("texfleet: skipped {why}")) {
+            self.trace.push(format!("texfleet: skipped {why}"));
+        }
+    }
+
+    fn copy_log(&mut self, tool_log: &Path) {
+        let Ok(bytes) = std::fs::read(tool_log) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_TOOL_LOG_BYTES)]);
+        self.trace
+            .push(format!("texfleet: {}:", tool_log.display()));
+        self.trace
+            .extend(text.lines().map(|line| format!("  {line}")));
+    }
+}
+
+pub fn describe(exit: Exit) -> String {
+    match exit {
+        Exit::Code(code) => format!("exit {code}"),
+        Exit::Signal(signal) => format!("killed by signal {signal}"),
+    }
+}
+
+/// A signature of some text: what a tool reads of a larger file (an aux file's citations).
+pub fn signature_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}

@@ -1,0 +1,129 @@
+//! Starting programs by argument vector, never through a shell, and waiting for them. We fork
+//! and exec ourselves rather than use `std::process`, whose spawn needs a `socketpair` that
+//! the seccomp profile refuses. Both the supervisor and the compile driver are single-threaded,
+//! so the child may prepare itself freely between fork and exec.
+
+use nix::errno::Errno;
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::{signal, SigHandler, Signal};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{dup2, execve, fork, ForkResult, Pid};
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// How a program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// A program to start: its absolute path (never searched for), its whole argument vector
+/// (`argv[0]` first) and its whole environment.
+pub struct Program {
+    pub path: String,
+    pub args: Vec<String>,
+    pub environment: Vec<String>,
+}
+
+impl Program {
+    pub fn new(path: &str, args: &[&str], environment: &[String]) -> Program {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        Program {
+            path: path.to_string(),
+            args: std::iter::once(name)
+                .chain(args.iter().copied())
+                .map(str::to_string)
+                .collect(),
+            environment: environment.to_vec(),
+        }
+    }
+}
+
+/// Starts `program` with `stdin` as its standard input and `output` as its standard output
+/// and error (each `/dev/null` when None). `prepare` runs in the child before exec: it may
+/// change the child's user, limits and confinement.
+pub fn spawn(
+    program: &Program,
+    stdin: Option<RawFd>,
+    output: Option<&File>,
+    prepare: impl FnOnce() -> io::Result<()>,
+) -> io::Result<Pid> {
+    let to_c = |s: &str| CString::new(s).map_err(io::Error::other);
+    let path = to_c(&program.path)?;
+    let args = program
+        .args
+        .iter()
+        .map(|a| to_c(a))
+        .collect::<io::Result<Vec<_>>>()?;
+    let environment = program
+        .environment
+        .iter()
+        .map(|e| to_c(e))
+        .collect::<io::Result<Vec<_>>>()?;
+    let null = File::options().read(true).write(true).open("/dev/null")?;
+    let stdout = output.map_or(null.as_raw_fd(), AsRawFd::as_raw_fd);
+    // SAFETY: the process is single-threaded, so the child may run ordinary code until exec.
+    match unsafe { fork() }.map_err(io::Error::other)? {
+        ForkResult::Parent { child } => Ok(child),
+        ForkResult::Child => {
+            let result = (|| {
+                dup2(stdin.unwrap_or(null.as_raw_fd()), 0)?;
+                dup2(stdout, 1)?;
+                dup2(stdout, 2)?;
+                // Rust ignores SIGPIPE in its own processes; the program gets the default.
+                // SAFETY: restoring a default disposition runs no handler code.
+                unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) }?;
+                Ok::<_, Errno>(())
+            })()
+            .map_err(io::Error::other)
+            .and_then(|()| prepare());
+            let failure = match result {
+                Ok(()) => execve(&path, &args, &environment)
+                    .map_err(io::Error::other)
+                    .err(),
+                Err(error) => Some(error),
+            };
+            if let Some(error) = failure {
+                // Where the program's errors would have gone: the parent shows them.
+                let _ = writeln!(std::io::stderr(), "starting {}: {error}", program.path);
+            }
+            // SAFETY: _exit skips the parent's atexit handlers and buffered output.
+            unsafe { nix::libc::_exit(127) }
+        }
+    }
+}
+
+/// Waits for `child` to end, through interruptions by signals.
+pub fn wait(child: Pid) -> io::Result<Exit> {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(Exit::Code(code)),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(Exit::Signal(signal as i32)),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(errno) => return Err(io::Error::other(errno)),
+        }
+    }
+}
+
+/// Runs `program` to its end under `limits` (besides those it inherits); see [`spawn`].
+pub fn run(
+    program: &Program,
+    output: Option<&File>,
+    limits: &[(Resource, u64)],
+) -> io::Result<Exit> {
+    wait(spawn(program, None, output, || {
+        for &(resource, limit) in limits {
+            setrlimit(resource, limit, limit).map_err(io::Error::other)?;
+        }
+        Ok(())
+    })?)
+}

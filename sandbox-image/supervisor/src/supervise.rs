@@ -1,0 +1,160 @@
+//! The supervisor's side of a job (uid [`SUPERVISOR_UID`]): start the compile driver as
+//! [`COMPILE_UID`], hold the deadline, kill whatever the compile leaves, take the outputs out
+//! without trusting them, and write the report and the outputs to stdout as a tar archive.
+//!
+//! The job's nonce stays here: the driver gets the spec without it, and the report carries it
+//! back. Nothing of the compile can reach this process (see [`crate::privileges`]), so the
+//! only verdict the scheduler reads is this one.
+
+use crate::confine;
+use crate::outputs::{append, disk_limit_reached, take_output};
+use crate::privileges;
+use crate::process::{self, Exit, Program};
+use nix::fcntl::OFlag;
+use nix::sys::resource::{getrusage, UsageWho};
+use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::wait::waitpid;
+use nix::unistd::{pipe2, Pid};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
+use texfleet_sandbox::{
+    JobSpec, Limit, Report, LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, WORK_DIR,
+};
+
+/// This program, executed again as the compile driver.
+pub const SELF: &str = "/usr/local/bin/texfleet-supervisor";
+pub const DRIVE_ARG: &str = "drive";
+/// Seconds between asking the compile to stop (SIGINT: TeX closes its log) and killing it.
+const STOP_GRACE_SECONDS: u32 = 1;
+
+pub fn run() -> io::Result<()> {
+    privileges::become_supervisor()?;
+    let mut spec: JobSpec = crate::read_stdin_json()?;
+    let nonce = std::mem::take(&mut spec.nonce);
+    // Orphans of the compile are re-parented to us, so we can reap every one of them. Best
+    // effort: gVisor lacks it, and there Docker's init reaps them (kill(-1) still kills them).
+    let subreaper = nix::sys::prctl::set_child_subreaper(true);
+    let started = Instant::now();
+    let exit = compile(&spec)?;
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(io::Error::other)?;
+    let cpu = usage.user_time() + usage.system_time();
+    let mut report = Report {
+        nonce,
+        exit_code: match exit {
+            Exit::Code(code) => Some(code),
+            Exit::Signal(_) => None,
+        },
+        signal: match exit {
+            Exit::Signal(signal) => Some(signal),
+            Exit::Code(_) => None,
+        },
+        limit: None,
+        duration_ms: started.elapsed().as_millis() as u64,
+        cpu_ms: (cpu.tv_sec() as u64) * 1000 + (cpu.tv_usec() as u64) / 1000,
+        max_rss_kb: usage.max_rss() as u64,
+        notes: Vec::new(),
+    };
+    if let Err(error) = subreaper {
+        report
+            .notes
+            .push(format!("not a subreaper ({error}); init reaps orphans"));
+    }
+    report.limit = if DEADLINE_STAGE.load(Ordering::SeqCst) > 0 {
+        Some(Limit::Timeout)
+    } else if exit == Exit::Signal(Signal::SIGXCPU as i32) {
+        Some(Limit::CpuTime)
+    } else if let Some(note) =
+        disk_limit_reached(Path::new(WORK_DIR), confine::largest_output(&spec) + 1)
+    {
+        report.notes.push(note);
+        Some(Limit::Output)
+    } else {
+        None
+    };
+
+    let root = Path::new(WORK_DIR);
+    let directory = main_directory(&spec);
+    let outputs = [
+        (PDF_FILE, spec.max_pdf_bytes),
+        (LOG_FILE, spec.max_log_bytes),
+        (SYNCTEX_FILE, spec.max_synctex_bytes),
+    ]
+    .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
+
+    let mut archive = tar::Builder::new(io::stdout().lock());
+    append(
+        &mut archive,
+        REPORT_FILE,
+        &serde_json::to_vec(&report).map_err(io::Error::other)?,
+    )?;
+    for (name, content) in outputs {
+        if let Some(content) = content {
+            append(&mut archive, name, &content)?;
+        }
+    }
+    archive.into_inner()?.flush()
+}
+
+/// The main document's folder, relative to the work directory.
+pub fn main_directory(spec: &JobSpec) -> &Path {
+    Path::new(&spec.main).parent().unwrap_or(Path::new(""))
+}
+
+/// Runs the compile driver as the compile's user until it ends or the deadline passes, then
+/// kills and reaps everything the compile started.
+fn compile(spec: &JobSpec) -> io::Result<Exit> {
+    // Close-on-exec: only the reader, made the driver's stdin, reaches it; nothing of the
+    // compile inherits the writer.
+    let (spec_reader, spec_writer) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::other)?;
+    let environment = confine::environment(spec, main_directory(spec));
+    let driver = Program::new(SELF, &[DRIVE_ARG], &environment);
+    let child = process::spawn(&driver, Some(spec_reader.as_raw_fd()), None, || {
+        privileges::become_compile()?;
+        confine::prefer_for_oom_kill()?;
+        confine::set_limits(spec)
+    })?;
+    drop(spec_reader);
+    // The driver reads the whole spec before it starts anything; it may die first (EPIPE).
+    let mut writer = std::fs::File::from(spec_writer);
+    let _ = serde_json::to_writer(&mut writer, spec);
+    drop(writer);
+
+    arm_deadline(spec.timeout_seconds)?;
+    let exit = process::wait(child);
+    nix::unistd::alarm::cancel();
+    // Nothing of the compile may outlive it. With CAP_KILL, kill(-1) reaches every process
+    // but init and ourselves.
+    let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    while waitpid(Pid::from_raw(-1), None).is_ok() {}
+    exit
+}
+
+/// 0: running; 1: asked to stop; 2: killed.
+static DEADLINE_STAGE: AtomicU8 = AtomicU8::new(0);
+
+extern "C" fn on_deadline(_signal: nix::libc::c_int) {
+    // Only async-signal-safe calls: atomics, kill and alarm.
+    if DEADLINE_STAGE.fetch_add(1, Ordering::SeqCst) == 0 {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGINT);
+        nix::unistd::alarm::set(STOP_GRACE_SECONDS);
+    } else {
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+    }
+}
+
+/// The deadline is an alarm, not a thread (gVisor refuses ours under the seccomp profile):
+/// SIGINT to the compile, which makes TeX stop and close its log, then SIGKILL.
+fn arm_deadline(seconds: u32) -> io::Result<()> {
+    let action = SigAction::new(
+        SigHandler::Handler(on_deadline),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only touches an atomic and calls kill and alarm.
+    unsafe { sigaction(Signal::SIGALRM, &action) }.map_err(io::Error::other)?;
+    nix::unistd::alarm::set(seconds.max(1));
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! Uploading a job's outputs to the object store. Each object carries its origin (the
+//! scheduler and the attempt that wrote it), so that what is stored can be traced to one
+//! compile; PUTs are retried with back-off while the job is still ours, and every retry is
+//! counted.
+
+use crate::metrics;
+use crate::outcome::Interrupted;
+use crate::stop::JobStop;
+use crate::Context;
+use backon::{ExponentialBuilder, Retryable};
+use std::time::{Duration, Instant};
+use texfleet_core::db::Outcome;
+use texfleet_core::model::{log_storage_key, pdf_storage_key, ClaimedJob, JobStatus};
+
+/// Uploads the log, and the PDF of a Succeeded job, and records their keys in `outcome`.
+pub async fn upload_outputs(
+    context: &Context,
+    job: &ClaimedJob,
+    stop: &JobStop,
+    log: Option<Vec<u8>>,
+    pdf: Option<Vec<u8>>,
+    mut outcome: Outcome,
+) -> Result<Outcome, Interrupted> {
+    let origin = format!("{} attempt {}", context.owner, job.attempt);
+    let uploading = Instant::now();
+    if let Some(log) = log {
+        let key = log_storage_key(job.id);
+        put(
+            context,
+            &key,
+            log,
+            "text/plain; charset=utf-8",
+            &origin,
+            stop,
+        )
+        .await?;
+        outcome.log_storage_key = Some(key);
+    }
+    if outcome.status == JobStatus::Succeeded {
+        let key = pdf_storage_key(job.id);
+        put(
+            context,
+            &key,
+            pdf.unwrap_or_default(),
+            "application/pdf",
+            &origin,
+            stop,
+        )
+        .await?;
+        tracing::info!(key, "pdf uploaded");
+        outcome.pdf_storage_key = Some(key);
+    }
+    metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
+    Ok(outcome)
+}
+
+/// One PUT, retried for about half a minute of back-off unless the job is taken from us.
+async fn put(
+    context: &Context,
+    key: &str,
+    bytes: Vec<u8>,
+    content_type: &str,
+    origin: &str,
+    stop: &JobStop,
+) -> Result<(), Interrupted> {
+    if stop.token.is_cancelled() {
+        return Err(Interrupted::Stopped);
+    }
+    let put = || {
+        context
+            .storage
+            .put(key, bytes.clone(), content_type, origin)
+    };
+    put.retry(
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(10))
+            .with_max_times(8)
+            .with_jitter(),
+    )
+    .when(|_| !stop.token.is_cancelled())
+    .notify(|error, delay| {
+        metrics::UPLOAD_RETRIES.inc();
+        tracing::warn!(%error, ?delay, key, "upload failed; retrying")
+    })
+    .await?;
+    Ok(())
+}

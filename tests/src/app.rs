@@ -1,0 +1,292 @@
+//! [`TestApp`]: the real API and scheduler of one test, on a database of its own, and the
+//! requests tests make of them.
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use texfleet_core::storage::Storage;
+use texfleet_core::{db, token, Config};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+pub const HELLO: &str =
+    "\\documentclass{article}\\begin{document}Hello from texfleet\\end{document}";
+
+pub struct TestApp {
+    pub url: String,
+    pub project_id: Uuid,
+    pub token: String,
+    pub config: Config,
+    pub http: reqwest::Client,
+    pub storage: Storage,
+    pub pool: db::Pool,
+    stop: Vec<oneshot::Sender<()>>,
+    scheduler: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TestApp {
+    /// Starts an API and a scheduler on a fresh database; they stop when the app is dropped.
+    pub async fn spawn() -> TestApp {
+        TestApp::start(true, |_| {}).await
+    }
+
+    /// An API and a scheduler with adjusted settings.
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        TestApp::start(true, adjust).await
+    }
+
+    /// Only the API: jobs stay `Queued`, for tests of the HTTP surface.
+    pub async fn spawn_api_only(adjust: impl FnOnce(&mut Config)) -> TestApp {
+        TestApp::start(false, adjust).await
+    }
+
+    async fn start(with_scheduler: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        // The servers' logs, shown by the test runner for failing tests (RUST_LOG to filter).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+        let mut config = Config::load(None).expect("TEXFLEET_* settings (source .dev/env)");
+        config.database_url = create_database(&config.database_url).await;
+        // The API and the scheduler connect as their own roles (migration V4), as in production.
+        config.api_database_url = with_user(&config.database_url, "texfleet_api");
+        config.scheduler_database_url = with_user(&config.database_url, "texfleet_scheduler");
+        config.listen_addr = "127.0.0.1:0".into();
+        config.scheduler_slots = 2;
+        config.kill_grace_seconds = 3;
+        config.database_pool_size = 4;
+        // A test's end stops its scheduler; running compiles are then stopped at once.
+        config.shutdown_grace_seconds = 0;
+        // Tests submit hundreds of jobs at once; the rate-limit test sets its own limit.
+        config.rate_limit_per_second = 0;
+        // Many schedulers run in one test process: none serves metrics unless a test asks.
+        config.scheduler_metrics_addr = String::new();
+        adjust(&mut config);
+        db::migrate(&config.database_url).await.expect("migrations");
+
+        let pool = db::pool(&config, &config.database_url).unwrap();
+        let (project_id, token) = create_project(&pool).await;
+
+        let listener = tokio::net::TcpListener::bind(&config.listen_addr)
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop_api, api_stopped) = oneshot::channel::<()>();
+        tokio::spawn(texfleet_api::serve(config.clone(), listener, async {
+            let _ = api_stopped.await;
+        }));
+        let mut stop = vec![stop_api];
+        let mut scheduler = None;
+        if with_scheduler {
+            let (stop_scheduler, scheduler_stopped) = oneshot::channel::<()>();
+            let mut scheduler_config = config.clone();
+            if scheduler_config.scheduler_id.is_empty() {
+                scheduler_config.scheduler_id = format!("test-{}", Uuid::new_v4());
+            }
+            scheduler = Some(tokio::spawn(async move {
+                let result = texfleet_scheduler::run(scheduler_config, async {
+                    let _ = scheduler_stopped.await;
+                })
+                .await;
+                if let Err(error) = result {
+                    panic!("scheduler failed: {error:#}");
+                }
+            }));
+            stop.push(stop_scheduler);
+        }
+
+        TestApp {
+            url,
+            project_id,
+            token,
+            storage: Storage::new(&config),
+            config,
+            http: reqwest::Client::new(),
+            pool,
+            stop,
+            scheduler,
+        }
+    }
+
+    /// Another project with its own token, in the same database.
+    pub async fn other_project(&self) -> (Uuid, String) {
+        create_project(&self.pool).await
+    }
+
+    /// Another project, its token, and a job it queued.
+    pub async fn other_project_with_job(&self) -> (Uuid, String, Value) {
+        let (project, token) = self.other_project().await;
+        let job = self
+            .post_as(
+                &token,
+                "/compile",
+                &json!({ "project_id": project, "input_latex": HELLO }),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        (project, token, job)
+    }
+
+    /// `POST /compile` with this app's token.
+    pub async fn post_compile(&self, body: &Value) -> reqwest::Response {
+        self.post_as(&self.token, "/compile", body).await
+    }
+
+    /// A `POST` of JSON to `path` with `token`.
+    pub async fn post_as(&self, token: &str, path: &str, body: &Value) -> reqwest::Response {
+        self.post_with_headers(token, path, body, &[]).await
+    }
+
+    /// A `POST` of JSON to `path` with `token` and extra headers.
+    pub async fn post_with_headers(
+        &self,
+        token: &str,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .json(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// A `GET` of `path` with this app's token.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.get_as(&self.token, path).await
+    }
+
+    /// A `GET` of `path` with `token`.
+    pub async fn get_as(&self, token: &str, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A `DELETE` of `path` with `token`.
+    pub async fn delete_as(&self, token: &str, path: &str) -> reqwest::Response {
+        self.http
+            .delete(format!("{}{path}", self.url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The JSON body of a `GET` of `path` with this app's token.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.unwrap()
+    }
+
+    /// How many jobs the database holds that match `condition` (SQL over the jobs table,
+    /// `true` for all), read as the owner role, past row-level security.
+    pub async fn count_jobs(&self, condition: &str) -> i64 {
+        let client = self.pool.get().await.unwrap();
+        client
+            .query_one(&format!("SELECT count(*) FROM jobs WHERE {condition}"), &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Submits a document and returns the job as the API answered.
+    pub async fn submit(&self, extra: Value) -> Value {
+        let mut body = json!({ "project_id": self.project_id });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let response = self.post_compile(&body).await;
+        assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+        response.json().await.unwrap()
+    }
+
+    /// Polls the job until it is terminal, failing after `limit`.
+    pub async fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
+        let started = Instant::now();
+        loop {
+            let job = self.get_json(&format!("/compile/{id}")).await;
+            let status = job["status"].as_str().unwrap().to_string();
+            if status != "Queued" && status != "Running" {
+                return job;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "job {id} still {status} after {limit:?}"
+            );
+            self.assert_scheduler_runs();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Fails at once when this app's scheduler has stopped (it refused to start, or failed):
+    /// no job will end, and waiting for one would only hide why.
+    pub fn assert_scheduler_runs(&self) {
+        assert!(
+            !self.scheduler.as_ref().is_some_and(|s| s.is_finished()),
+            "the scheduler stopped; its error is in the log above"
+        );
+    }
+
+    /// Submits and waits for the end (two minutes at most, for the first lualatex runs).
+    pub async fn compile(&self, extra: Value) -> Value {
+        let job = self.submit(extra).await;
+        self.wait_terminal(job["id"].as_str().unwrap(), Duration::from_secs(120))
+            .await
+    }
+}
+
+impl Drop for TestApp {
+    /// Stops the API and the scheduler, and waits for the scheduler to stop its compiles and
+    /// remove their containers, so that no test leaves a container behind (tests run on the
+    /// multi-threaded runtime, where blocking here is allowed).
+    fn drop(&mut self) {
+        for stop in self.stop.drain(..) {
+            let _ = stop.send(());
+        }
+        if let Some(scheduler) = self.scheduler.take() {
+            let ended = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(scheduler)
+            });
+            // A scheduler that failed or panicked fails the test that ran it.
+            if let Err(error) = ended {
+                if !std::thread::panicking() {
+                    panic!("the scheduler failed: {error}");
+                }
+            }
+        }
+    }
+}
+
+/// The same URL for another role: `postgres://<user>@host:port/db`.
+pub fn with_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL-form database URL");
+    let host_and_db = rest.split_once('@').map_or(rest, |(_, after)| after);
+    format!("{scheme}://{user}@{host_and_db}")
+}
+
+async fn create_database(base_url: &str) -> String {
+    let name = format!("texfleet_test_{}", Uuid::new_v4().simple());
+    db::create_database(base_url, &name).await.unwrap()
+}
+
+async fn create_project(pool: &db::Pool) -> (Uuid, String) {
+    let client = pool.get().await.unwrap();
+    let project = db::create_project(&**client, "test").await.unwrap();
+    let secret = token::generate();
+    db::create_token(&**client, project, "test", &token::hash(&secret), None)
+        .await
+        .unwrap();
+    (project, secret)
+}

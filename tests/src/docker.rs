@@ -1,0 +1,93 @@
+//! The sandbox containers on the Docker engine, seen from outside, and the canaries the
+//! hostile suite looks for.
+
+use crate::wait::eventually;
+use std::time::Duration;
+
+/// Containers of a job that still exist: created for it (labelled with its id) or taken from
+/// the warm pool (renamed `texfleet-<job id>-<attempt>`).
+pub async fn containers_of_job(job_id: &str) -> Vec<String> {
+    let mut found = sandbox_containers(&[("label", &format!("org.texfleet.job={job_id}"))]).await;
+    found.extend(sandbox_containers(&[("name", &format!("texfleet-{job_id}"))]).await);
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Ids of the containers (running or not) matching every Docker list filter given.
+pub async fn sandbox_containers(filters: &[(&str, &str)]) -> Vec<String> {
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let filters: std::collections::HashMap<&str, Vec<String>> = filters
+        .iter()
+        .map(|(key, value)| (*key, vec![value.to_string()]))
+        .collect();
+    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}
+
+/// Asserts that a finished job's container is removed promptly (the scheduler removes it
+/// while it uploads, so it may outlive the job's final state by a moment).
+pub async fn assert_container_removed(job_id: &str) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("the container of job {job_id} is removed"),
+        || async { containers_of_job(job_id).await.is_empty() },
+    )
+    .await;
+}
+/// The canaries `./dev/test` plants: a secret in this process's environment (shared with the
+/// in-process scheduler) and the path of a host file that holds the same secret.
+pub fn canary() -> (String, String) {
+    let secret =
+        std::env::var("CANARY_SECRET").expect("CANARY_SECRET (run the suite through ./dev/test)");
+    let file =
+        std::env::var("CANARY_FILE").expect("CANARY_FILE (run the suite through ./dev/test)");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap().trim(),
+        secret,
+        "the host canary file holds the secret"
+    );
+    (secret, file)
+}
+
+/// Runs `command` in a running container as `user` (`uid:gid`), as `docker exec` does, and
+/// returns what it printed.
+pub async fn exec_in(container: &str, user: &str, command: &[&str]) -> String {
+    use bollard::exec::StartExecResults;
+    use futures::StreamExt;
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let config = bollard::models::ExecConfig {
+        cmd: Some(command.iter().map(|arg| arg.to_string()).collect()),
+        user: Some(user.to_string()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        ..Default::default()
+    };
+    let exec = docker.create_exec(container, config).await.unwrap();
+    let mut printed = Vec::new();
+    if let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&exec.id, None).await.unwrap()
+    {
+        while let Some(Ok(frame)) = output.next().await {
+            printed.extend_from_slice(&frame.into_bytes());
+        }
+    }
+    String::from_utf8_lossy(&printed).into_owned()
+}

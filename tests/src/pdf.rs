@@ -1,0 +1,52 @@
+//! Reading PDFs the way a reader would: their text (poppler), and every stream inflated so
+//! that a search for a leaked secret sees past compression.
+
+use uuid::Uuid;
+
+/// The text of a PDF, by poppler's pdftotext.
+pub fn pdf_text(pdf: &[u8]) -> String {
+    let dir = std::env::temp_dir().join(format!("texfleet-pdf-{}", Uuid::new_v4()));
+    std::fs::write(&dir, pdf).unwrap();
+    let output = std::process::Command::new("pdftotext")
+        .arg(&dir)
+        .arg("-")
+        .output()
+        .expect("pdftotext (poppler-utils)");
+    std::fs::remove_file(&dir).ok();
+    assert!(output.status.success(), "pdftotext failed on the PDF");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A PDF's bytes followed by every stream it holds, inflated where it is Flate-compressed, so
+/// that a search sees content that compression would hide.
+pub fn pdf_bytes_inflated(pdf: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut all = pdf.to_vec();
+    let mut rest = pdf;
+    while let Some(start) = find(rest, b"stream") {
+        let body = &rest[start + 6..];
+        let body = body
+            .strip_prefix(b"\r\n")
+            .or_else(|| body.strip_prefix(b"\n"))
+            .unwrap_or(body);
+        let end = find(body, b"endstream").unwrap_or(body.len());
+        let mut inflated = Vec::new();
+        if flate2::read::ZlibDecoder::new(&body[..end])
+            .read_to_end(&mut inflated)
+            .is_ok()
+        {
+            all.extend_from_slice(&inflated);
+        }
+        rest = &body[end..];
+        if rest.len() >= 9 {
+            rest = &rest[9..];
+        }
+    }
+    all
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}

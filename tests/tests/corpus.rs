@@ -1,0 +1,172 @@
+//! The compatibility corpus (`tests/corpus/`): small projects of the kinds people bring from
+//! Overleaf, each compiled as one job and checked by what a reader would check: the text of the
+//! PDF (bibliographies resolved, indexes and glossaries printed, cross-references filled in),
+//! its images and embedded figures, and its fonts.
+//!
+//! Each folder holds `project/` (the files; `main.tex` is the main document) and
+//! `expect.json`: `engine`, `contains` and `lacks` (text, whitespace folded), and optionally
+//! `images` and `forms` (at least that many image or figure objects) and `fonts`.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use texfleet_e2e::{pdf_bytes_inflated, pdf_text, TestApp};
+
+fn corpus() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("expect.json").exists())
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// Every file below `dir`, at its path relative to `dir`.
+fn files_below(dir: &Path, base: &Path, files: &mut Vec<(String, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_below(&path, base, files);
+        } else {
+            let relative = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            files.push((relative, std::fs::read(&path).unwrap()));
+        }
+    }
+}
+
+/// The request for a corpus project: `main.tex` as the main document, the rest as files.
+fn request(project: &Path, expect: &Value) -> Value {
+    let mut files = Vec::new();
+    files_below(project, project, &mut files);
+    let main = files
+        .iter()
+        .position(|(path, _)| path == "main.tex")
+        .expect("main.tex");
+    let (_, main) = files.remove(main);
+    let files: Vec<Value> = files
+        .into_iter()
+        .map(|(path, content)| json!({ "path": path, "content_base64": BASE64.encode(content) }))
+        .collect();
+    json!({ "input_latex": String::from_utf8(main).unwrap(), "engine": expect["engine"],
+            "files": files, "timeout_seconds": 120 })
+}
+
+fn folded(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle)
+        .count()
+}
+
+fn pdf_fonts(pdf: &[u8]) -> String {
+    let path = std::env::temp_dir().join(format!("texfleet-fonts-{}.pdf", uuid::Uuid::new_v4()));
+    std::fs::write(&path, pdf).unwrap();
+    let output = std::process::Command::new("pdffonts")
+        .arg(&path)
+        .output()
+        .expect("pdffonts");
+    std::fs::remove_file(&path).ok();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn check(app: &TestApp, name: &str, expect: &Value, job: &Value) -> Result<(), String> {
+    if job["status"] != "Succeeded" {
+        return Err(format!("ended {}: {}", job["status"], job["error"]));
+    }
+    let id = job["id"].as_str().unwrap();
+    let pdf = app
+        .get(&format!("/compile/{id}/pdf"))
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    let text = folded(&pdf_text(&pdf));
+    let strings = |key: &str| -> Vec<String> {
+        expect[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    for wanted in strings("contains") {
+        if !text.contains(&wanted) {
+            return Err(format!("{name}: the text lacks {wanted:?}: {text}"));
+        }
+    }
+    for unwanted in strings("lacks") {
+        if text.contains(&unwanted) {
+            return Err(format!("{name}: the text holds {unwanted:?}: {text}"));
+        }
+    }
+    let streams = pdf_bytes_inflated(&pdf);
+    for (key, subtype) in [("images", "Image"), ("forms", "Form")] {
+        let wanted = expect[key].as_u64().unwrap_or(0) as usize;
+        let found = count(&streams, format!("/Subtype /{subtype}").as_bytes())
+            + count(&streams, format!("/Subtype/{subtype}").as_bytes());
+        if found < wanted {
+            return Err(format!("{name}: {found} {key}, expected at least {wanted}"));
+        }
+    }
+    let fonts = pdf_fonts(&pdf);
+    for font in strings("fonts") {
+        if !fonts.contains(&font) {
+            return Err(format!("{name}: font {font} not embedded: {fonts}"));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
+    // One project submits the whole corpus; this test is not about sharing slots.
+    let app = TestApp::spawn_with(|config| config.idle_project_slots = 0).await;
+    let mut submitted = Vec::new();
+    for entry in corpus() {
+        let expect: Value =
+            serde_json::from_slice(&std::fs::read(entry.join("expect.json")).unwrap()).unwrap();
+        let job = app.submit(request(&entry.join("project"), &expect)).await;
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        submitted.push((name, expect, job["id"].as_str().unwrap().to_string()));
+    }
+    assert!(
+        submitted.len() >= 9,
+        "the corpus holds {} projects",
+        submitted.len()
+    );
+    let mut failures = Vec::new();
+    for (name, expect, id) in &submitted {
+        let job = app.wait_terminal(id, Duration::from_secs(300)).await;
+        if let Err(problem) = check(&app, name, expect, &job).await {
+            let log = app
+                .get(&format!("/compile/{id}/log"))
+                .await
+                .text()
+                .await
+                .unwrap();
+            let tail: String = log
+                .lines()
+                .rev()
+                .take(25)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            failures.push(format!("{problem}\n--- end of its log:\n{tail}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -1,0 +1,235 @@
+//! The hostile documents, each with the layer it attacks and how it must end.
+
+use serde_json::{json, Value};
+
+pub const TIMEOUT: u32 = 8;
+/// Generous for the floods, which must hit their output limit long before it.
+pub const FLOOD_TIMEOUT: u32 = 60;
+/// The first line of the image's /etc/passwd, as text and as \pdffiledump's hex.
+pub const PASSWD_MARKERS: &[&str] = &["root:x:0:0", "726F6F743A783A303A30", "726f6f743a783a303a30"];
+/// What the host's Docker layout looks like in /proc/self/mountinfo.
+pub const MOUNTINFO_MARKERS: &[&str] = &["lowerdir=", "upperdir=", "/var/lib/docker"];
+/// What `id` prints, were a command ever run.
+pub const COMMAND_MARKER: &str = "uid=";
+/// A title of the TeX tree's xampl.bib, which only a read by absolute path would show.
+pub const XAMPL: &str = "/usr/share/texlive/texmf-dist/bibtex/bib/base/xampl";
+pub const XAMPL_MARKER: &str = "GnatsandGnus";
+
+pub struct Case {
+    pub name: &'static str,
+    pub engine: &'static str,
+    pub document: String,
+    pub files: Value,
+    pub timeout: u32,
+    pub halt_on_error: bool,
+    /// Acceptable (status, error code) pairs; the code is None for Succeeded.
+    pub expect: &'static [(&'static str, Option<&'static str>)],
+    pub log_contains: Option<&'static str>,
+    /// What the log must not hold (what a command would have written there).
+    pub log_lacks: Option<&'static str>,
+    pub text_contains: Option<&'static str>,
+    /// What the PDF text (whitespace removed) must not hold, beside the common markers.
+    pub text_lacks: Option<&'static str>,
+}
+
+pub const SUCCEEDS: &[(&str, Option<&str>)] = &[("Succeeded", None)];
+pub const COMPILE_ERROR: &[(&str, Option<&str>)] = &[("Failed", Some("compile_error"))];
+pub const ANY_END: &[(&str, Option<&str>)] =
+    &[("Succeeded", None), ("Failed", Some("compile_error"))];
+pub const OUTPUT_LIMIT: &[(&str, Option<&str>)] = &[("Failed", Some("output_limit"))];
+
+fn doc(body: &str) -> String {
+    format!("\\documentclass{{article}}\n\\begin{{document}}\n{body}\nx\n\\end{{document}}\n")
+}
+
+fn case(
+    name: &'static str,
+    engine: &'static str,
+    document: String,
+    expect: &'static [(&'static str, Option<&'static str>)],
+) -> Case {
+    Case {
+        name,
+        engine,
+        document,
+        files: json!([]),
+        timeout: TIMEOUT,
+        halt_on_error: false,
+        expect,
+        log_contains: None,
+        log_lacks: None,
+        text_contains: None,
+        text_lacks: None,
+    }
+}
+
+/// A document that writes `content` to a file named `name` (a TeX string: ^^60 is a backquote).
+fn writes_file(name: &str, content: &str) -> String {
+    doc(&format!(
+        "\\newwrite\\w\\immediate\\openout\\w={name} \\immediate\\write\\w{{{content}}}\\immediate\\closeout\\w"
+    ))
+}
+
+/// A figure whose PostScript shows `show` on the page, were it allowed to run.
+fn eps_figure(postscript: &str) -> Value {
+    json!([{ "path": "fig.eps", "content": format!(
+        "%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 300 50\n/Helvetica findfont 10 scalefont setfont 5 20 moveto\n{postscript}\nshowpage\n") }])
+}
+
+fn with_figure() -> String {
+    "\\documentclass{article}\\usepackage{graphicx}\\begin{document}Figure: \\includegraphics{fig}\\end{document}".into()
+}
+
+pub fn cases(host_canary: &str) -> Vec<Case> {
+    let lua = |code: &str| doc(&format!("\\directlua{{{code}}}"));
+    let filler = "x".repeat(200);
+    let mut cases = vec![
+        // TeX running commands, plain and obfuscated: shell_escape = f, and no shell at all.
+        Case { log_contains: Some("disabled"), ..case("write18", "pdflatex", doc("\\immediate\\write18{env > leak.tex}"), SUCCEEDS) },
+        case("input pipe", "pdflatex", doc("\\input|\"id\" "), COMPILE_ERROR),
+        Case { log_contains: Some("disabled"), ..case("write18 via catcodes", "pdflatex", doc("{\\catcode`\\!=0 !immediate!write18{id > p.tex}}"), SUCCEEDS) },
+        Case { log_contains: Some("disabled"), ..case("write18 via ^^", "pdflatex", doc("\\immediate\\^^77rite18{uname -a > u.tex}"), SUCCEEDS) },
+        Case { log_contains: Some("disabled"), ..case("write18 from xelatex", "xelatex", doc("\\immediate\\write18{id > i.tex}"), SUCCEEDS) },
+        // The compile driver: names the document chose never reach a command line.
+        Case { log_contains: Some("skipped makeindex"), ..case("index named with backticks", "pdflatex",
+            writes_file("x^^60id>>output.pdf^^60.idx", "\\string\\indexentry{a}{1}"), SUCCEEDS) },
+        Case { log_contains: Some("skipped makeindex"), ..case("index named with $(...)", "pdflatex",
+            writes_file("x$(id).idx", "\\string\\indexentry{a}{1}"), SUCCEEDS) },
+        Case { log_contains: Some("skipped bibtex"), ..case("aux with bibdata named with $(...)", "pdflatex",
+            writes_file("b$(id).aux", "\\string\\bibdata{refs}"), SUCCEEDS) },
+        Case { log_contains: Some("skipped the glossary"), ..case("glossary extension with backticks", "pdflatex",
+            doc("\\makeatletter\\immediate\\write\\@auxout{\\string\\@newglossary{main}{glg}{gls}{g^^60id^^60o}}\\immediate\\write\\@auxout{\\string\\@istfilename{output.ist}}\\makeatother"), SUCCEEDS) },
+        Case { log_contains: Some("skipped biber"), ..case("biber data source with backticks", "pdflatex",
+            "\\documentclass{article}\\usepackage[backend=biber]{biblatex}\\addbibresource{x^^60id^^60.bib}\\begin{document}\\nocite{*}x\\printbibliography\\end{document}".into(), SUCCEEDS) },
+        Case { log_contains: Some("skipped biber"), ..case("biber data source by absolute path", "pdflatex",
+            format!("\\documentclass{{article}}\\usepackage[backend=biber]{{biblatex}}\\addbibresource{{{XAMPL}.bib}}\\begin{{document}}\\nocite{{*}}x\\printbibliography\\end{{document}}"), SUCCEEDS) },
+        Case { log_contains: Some("skipped makeindex"), ..case("makeindex through a redefined jobname", "pdflatex",
+            "\\documentclass{article}\\usepackage{makeidx}\\def\\jobname{x^^60id^^60}\\makeindex\\begin{document}a\\index{a}\\printindex\\end{document}".into(), SUCCEEDS) },
+        case("nomenclature entries with backticks", "pdflatex",
+            "\\documentclass{article}\\usepackage{nomencl}\\makenomenclature\\begin{document}x\\nomenclature{^^60id^^60}{$(id)}\\printnomenclature\\end{document}".into(), SUCCEEDS),
+        Case { log_contains: Some("ran makeindex evil.idx"), ..case("makeindex options from a forged imakeidx message", "pdflatex",
+            format!("{}\\typeout{{^^60makeindex -o /tmp/x evil.idx'}}", writes_file("evil.idx", "\\string\\indexentry{a}{1}")), SUCCEEDS) },
+        case("bibtex database by absolute path", "pdflatex",
+            doc(&format!("\\nocite{{*}}\\bibliographystyle{{plain}}\\bibliography{{{XAMPL}}}")), ANY_END),
+        // Reads: kpathsea's openin_any = p, and Landlock below every program.
+        case("input absolute path", "pdflatex", doc("\\input{/etc/passwd}"), COMPILE_ERROR),
+        case("input traversal", "pdflatex", doc("\\input{../../../../../etc/passwd}"), COMPILE_ERROR),
+        case("input host canary", "pdflatex", doc(&format!("\\input{{{host_canary}}}")), COMPILE_ERROR),
+        case("input mountinfo", "pdflatex", doc("\\input{/proc/self/mountinfo}"), COMPILE_ERROR),
+        case("openin", "pdflatex", doc("\\newread\\r\\openin\\r=/etc/passwd \\ifeof\\r closed\\else\\read\\r to\\x \\x\\fi"), ANY_END),
+        case("verbatiminput", "pdflatex",
+            "\\documentclass{article}\\usepackage{verbatim}\\begin{document}\\verbatiminput{/etc/passwd}\\end{document}".into(), ANY_END),
+        case("lstinputlisting", "pdflatex",
+            "\\documentclass{article}\\usepackage{listings}\\begin{document}\\lstinputlisting{/etc/passwd}x\\end{document}".into(), ANY_END),
+        case("pdfobj file", "pdflatex",
+            doc("\\immediate\\pdfobj stream file {/etc/passwd}\\pdfcatalog{/Leak \\the\\pdflastobj\\space 0 R}"), ANY_END),
+        case("pdffiledump", "pdflatex", doc("\\edef\\x{\\pdffiledump length 400 {/etc/passwd}}[\\x]"), ANY_END),
+        case("xetex fstream", "xelatex",
+            doc("\\special{pdf:fstream @leak (/etc/passwd)}\\special{pdf:put @catalog <</Leak @leak>>}"), ANY_END),
+        case("lualatex input absolute", "lualatex", doc("\\input{/etc/passwd}"), ANY_END),
+        case("lualatex input mountinfo", "lualatex", doc("\\input{/proc/self/mountinfo}"), ANY_END),
+        Case { text_contains: Some("passwd:refused"), ..case("lua io.open passwd", "lualatex",
+            lua("local f, e = io.open('/etc/passwd') tex.print('passwd:' .. (f and f:read('*a') or 'refused'))"), SUCCEEDS) },
+        Case { text_contains: Some("mountinfo:refused"), ..case("lua io.open mountinfo", "lualatex",
+            lua("local f = io.open('/proc/self/mountinfo') tex.print('mountinfo:' .. (f and f:read('*a') or 'refused'))"), SUCCEEDS) },
+        Case { text_contains: Some("canary:refused"), ..case("lua io.open host file", "lualatex",
+            lua(&format!("local f = io.open('{host_canary}') tex.print('canary:' .. (f and f:read('*a') or 'refused'))")), SUCCEEDS) },
+        Case { text_contains: Some("chdir:refused"), ..case("lua chdir to the root", "lualatex",
+            lua("local ok = lfs.chdir('/') local f = io.open('etc/passwd') tex.print('chdir:' .. ((ok or f) and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // Lua stays Lua: no bytecode it did not make itself, no C, no way back to the originals.
+        Case { text_contains: Some("bytecode:refused"), ..case("lua crafted bytecode", "lualatex",
+            lua("local f = load('\\string\\27Lua' .. string.char(84, 0, 25, 147) .. string.rep('x', 60)) tex.print('bytecode:' .. (f and 'loaded' or 'refused'))"), SUCCEEDS) },
+        Case { text_contains: Some("bytecode-file:refused"), ..case("lua bytecode from a file", "lualatex",
+            lua("local h = io.open('bc.lua', 'wb') h:write(string.dump(function() return 1 end)) h:close() local f = loadfile('bc.lua') tex.print('bytecode-file:' .. (f and 'loaded' or 'refused'))"), SUCCEEDS) },
+        Case { text_contains: Some("debug:nil-nil-nil"), ..case("lua debug library", "lualatex",
+            lua("tex.print('debug:' .. tostring(debug.getupvalue) .. '-' .. tostring(debug.setupvalue) .. '-' .. tostring(debug.getregistry))"), SUCCEEDS) },
+        Case { text_contains: Some("loadlib:nil-nil"), ..case("lua C modules", "lualatex",
+            lua("tex.print('loadlib:' .. tostring(package.loadlib) .. '-' .. tostring(package.searchers[3]))"), SUCCEEDS) },
+        Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands", "lualatex",
+            lua("tex.print('exec:' .. tostring(os.execute) .. '-' .. tostring(io.popen) .. '-' .. tostring(os.spawn))"), SUCCEEDS) },
+        Case { text_contains: Some("no-socket"), ..case("lua socket", "lualatex",
+            lua("local ok = pcall(require, 'socket') tex.print(ok and 'socket-loaded' or 'no-socket')"), SUCCEEDS) },
+        // Environment leaks.
+        Case { text_contains: Some("ENV=nil"), ..case("lua getenv", "lualatex",
+            lua("tex.print('ENV=' .. tostring(os.getenv('CANARY_SECRET')))"), SUCCEEDS) },
+        case("kpathsea variable", "lualatex", lua("tex.print(-2, tostring(kpse.var_value('CANARY_SECRET')))"), SUCCEEDS),
+        case("dollar expansion in a file name", "pdflatex", doc("\\input{$CANARY_SECRET}"), COMPILE_ERROR),
+        // Writes outside the work directory.
+        Case { log_contains: Some("write on file"), ..case("openout absolute", "pdflatex",
+            doc("\\newwrite\\w\\immediate\\openout\\w=/tmp/evil.tex\\immediate\\write\\w{x}\\immediate\\closeout\\w"), COMPILE_ERROR) },
+        Case { log_contains: Some("write on file"), ..case("openout traversal", "pdflatex",
+            doc("\\newwrite\\w\\immediate\\openout\\w=../evil.tex\\immediate\\write\\w{x}\\immediate\\closeout\\w"), COMPILE_ERROR) },
+        // Ghostscript, converting EPS under -dSAFER with caps of its own.
+        Case { files: eps_figure("(/etc/passwd) (r) file 100 string readstring pop show"),
+            ..case("eps reads a file", "pdflatex", with_figure(), SUCCEEDS) },
+        // A file Landlock lets every program read: only -dSAFER keeps Ghostscript from it.
+        Case { files: eps_figure("(/usr/share/texlive/texmf-dist/tex/latex/base/article.cls) (r) file 200 string readstring pop show"),
+            text_lacks: Some("Thisisfile"), ..case("eps reads a TeX file", "pdflatex", with_figure(), SUCCEEDS) },
+        Case { files: eps_figure("(%pipe%id) (r) file 100 string readstring pop show"),
+            ..case("eps pipe", "pdflatex", with_figure(), SUCCEEDS) },
+        Case { files: eps_figure("{ } loop"), log_contains: Some("ran gs"),
+            ..case("eps endless loop", "pdflatex", with_figure(), SUCCEEDS) },
+        Case { files: eps_figure("/a 600000000 string def"), log_contains: Some("ran gs"),
+            ..case("eps memory bomb", "pdflatex", with_figure(), SUCCEEDS) },
+        // Open files: the supervisor's limit of 256, as TeX sees it.
+        Case { text_contains: Some("open-files-capped"), ..case("open files flood", "lualatex",
+            lua("local n, keep = 0, {} for i = 1, 1000 do local f = io.open('f' .. i .. '.txt', 'w') if not f then break end keep[i] = f n = n + 1 end for _, f in ipairs(keep) do f:close() end tex.print(n < 256 and 'open-files-capped' or 'uncapped ' .. n)"), SUCCEEDS) },
+        // Exhaustion and floods.
+        case("cpu loop", "pdflatex", "\\loop\\iftrue\\repeat".into(), &[("TimedOut", Some("timeout"))]),
+        case("memory bomb", "lualatex",
+            lua("local t = {} for i = 1, 1000 do t[i] = string.rep('x', 67108864 + i) end"), &[("Failed", Some("memory_limit"))]),
+        case("tex memory", "pdflatex", doc("\\def\\a{x\\a}\\edef\\b{\\a}"), COMPILE_ERROR),
+        Case { timeout: FLOOD_TIMEOUT, ..case("log flood", "pdflatex", doc(&format!("\\loop\\message{{{filler}}}\\iftrue\\repeat")), OUTPUT_LIMIT) },
+        Case { timeout: FLOOD_TIMEOUT, ..case("disk flood", "pdflatex",
+            doc(&format!("\\newwrite\\w\\immediate\\openout\\w=big.txt \\loop\\immediate\\write\\w{{{filler}}}\\iftrue\\repeat")), OUTPUT_LIMIT) },
+        Case { timeout: FLOOD_TIMEOUT, ..case("file count flood", "pdflatex",
+            doc("\\newcount\\n\\newwrite\\w\\loop\\immediate\\openout\\w=f\\the\\n.txt\\immediate\\closeout\\w\\advance\\n1 \\iftrue\\repeat"), OUTPUT_LIMIT) },
+        Case { timeout: FLOOD_TIMEOUT, ..case("runaway pages", "pdflatex",
+            doc(&format!("\\pdfcompresslevel=0 \\pdfobjcompresslevel=0 \\loop {} \\newpage\\iftrue\\repeat", "lorem ipsum ".repeat(150))), OUTPUT_LIMIT) },
+    ];
+    cases.extend(tool_cases());
+    cases
+}
+
+/// The tools around the engine, and the files they would take from the work directory.
+fn tool_cases() -> Vec<Case> {
+    let biblatex = |resource: &str, preamble: &str| {
+        format!("\\documentclass{{article}}\\usepackage[backend=biber]{{biblatex}}{preamble}\\addbibresource{{{resource}}}\\begin{{document}}\\nocite{{*}}x\\printbibliography\\end{{document}}")
+    };
+    let refs = json!([{ "path": "refs.bib", "content": "@book{x, title={Original Title}, author={Ann Author}, year={2020}}" }]);
+    // What a pass of LuaTeX can do after a failure: write a PDF and a clean log, exit with 0.
+    let forge = "luatexbase.add_to_callback('wrapup_run', function()
+  local pdf = io.open('output.pdf', 'wb')
+  pdf:write('%PDF-1.4\\n1 0 obj <</Type/Catalog/Pages 2 0 R>> endobj\\n2 0 obj <</Type/Pages/Kids[3 0 R]/Count 1>> endobj\\n3 0 obj <</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>> endobj\\ntrailer <</Root 1 0 R>>\\n%%EOF\\n')
+  pdf:close()
+  local log = io.open('output.log', 'w')
+  log:write('This is LuaHBTeX\\nOutput written on output.pdf (1 page).\\n')
+  log:close()
+  os.exit(0)
+end, 'forge')";
+    vec![
+        // biber evaluated sourcemap replacements as Perl (s///ee): the image's biber is patched.
+        Case { files: refs.clone(), text_contains: Some("BIBER-EVAL"), ..case("biber sourcemap replace runs Perl", "pdflatex",
+            biblatex("refs.bib", "\\DeclareSourcemap{\\maps[datatype=bibtex]{\\map{\\step[fieldsource=title, match=\\regexp{Original}, replace={BIBER-EVAL: @{[qx(/usr/bin/id)]}}]}}}"), SUCCEEDS) },
+        // biber reads the control file with namespaces stripped: any prefix names a data source.
+        Case { log_contains: Some("skipped biber"), ..case("biber data source in another namespace", "pdflatex",
+            biblatex("refs.bib", &format!("\\makeatletter\\def\\blx@xml@datasource#1#2#3#4#5{{<x:datasource xmlns:x=\"urn:x\" type=\"#1\" datatype=\"#2\">{XAMPL}.bib</x:datasource>\\blx@nl}}\\makeatother")), SUCCEEDS) },
+        // kpathsea searches no tree the document can write: not TEXMFHOME, not the work folder.
+        Case { files: json!([{ "path": "texmf/tex/latex/zzz/zzzpkg.sty", "content": "\\def\\zzzmsg{TEXMFHOME-LOADED}" }]),
+            text_contains: Some("texmfhome-refused"), ..case("package from a TEXMFHOME in the work folder", "pdflatex",
+            doc("\\IfFileExists{zzzpkg.sty}{\\input{zzzpkg.sty}\\zzzmsg}{texmfhome-refused}"), SUCCEEDS) },
+        Case { files: json!([{ "path": "pdflatex.fmt", "content": "not a format" }]), text_contains: Some("format-kept"),
+            ..case("pdflatex format from the work folder", "pdflatex", doc("format-kept"), SUCCEEDS) },
+        Case { files: json!([{ "path": "lualatex.fmt", "content": "not a format" }]), text_contains: Some("format-kept"),
+            ..case("lualatex format from the work folder", "lualatex", doc("format-kept"), SUCCEEDS) },
+        // xdvipdfmx runs its configuration's conversion command without a shell (D "...").
+        Case { files: json!([
+                { "path": "dvipdfmx.cfg", "content": "D \"perl x.pl %o %i\"\n" },
+                { "path": "x.pl", "content": "open(my $f, '>>', 'output.log'); print $f \"DVIPDFMX-RAN-PERL\\n\";" },
+                { "path": "fig.eps", "content": "%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n" }]),
+            log_lacks: Some("DVIPDFMX-RAN-PERL"), ..case("dvipdfmx configuration from the work folder", "xelatex", with_figure(), ANY_END) },
+        // The verdict under halt_on_error rests on the engine's exit status, not on the log.
+        Case { files: json!([{ "path": "forge.lua", "content": forge }]), halt_on_error: true,
+            ..case("lua forges success after an error", "lualatex", doc("\\directlua{dofile('forge.lua')}\\undefinedcommand"), COMPILE_ERROR) },
+    ]
+}
