@@ -20,6 +20,8 @@ for program in pdflatex pdftex xelatex xetex lualatex luatex luahbtex bibtex mak
   expect "$program" openout_any p
   expect "$program" MKTEXPK 0
   expect "$program" MKTEXTFM 0
+  expect "$program" MKTEXFMT 0
+  expect "$program" MKTEXTEX 0
 done
 for program in pdflatex pdftex xelatex xetex bibtex kpsewhich; do
   expect "$program" openin_any p
@@ -88,6 +90,12 @@ for user in texfleet-supervisor:65100 texfleet-compile:65101; do
 done
 mkdir -p "$root/work"
 rm -rf "$root/var/cache/apt" "$root/var/lib/apt/lists"/*
+
+# No programs that make files on demand: kpathsea would start them for a file it misses (the
+# settings above turn that off; this removes what they would start).
+rm -f "$root"/usr/bin/mktex* "$root"/usr/bin/fmtutil* "$root"/usr/bin/mkocp "$root"/usr/bin/mkofm
+! ls "$root"/usr/bin/mktex* "$root"/usr/bin/fmtutil* 2>/dev/null ||
+  { echo "customize.sh: an on-demand maker is still there" >&2; exit 1; }
 
 # No shell in the image: nothing of a compile may reach one, by slip or by design. Last step,
 # since the steps above (dpkg's among them) need one.

@@ -134,6 +134,8 @@ pub fn environment(spec: &JobSpec, directory: &Path) -> Vec<String> {
         "MKTEXPK=0",
         "MKTEXTFM=0",
         "MKTEXMF=0",
+        "MKTEXFMT=0",
+        "MKTEXTEX=0",
         // Dates in the PDF, \today included, come from SOURCE_DATE_EPOCH, so that the same
         // request gives the same bytes.
         "FORCE_SOURCE_DATE=1",

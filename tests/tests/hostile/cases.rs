@@ -136,6 +136,13 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua(&format!("local f = io.open('{host_canary}') tex.print('canary:' .. (f and f:read('*a') or 'refused'))")), SUCCEEDS) },
         Case { text_contains: Some("chdir:refused"), ..case("lua chdir to the root", "lualatex",
             lua("local ok = lfs.chdir('/') local f = io.open('etc/passwd') tex.print('chdir:' .. ((ok or f) and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // Files Landlock allows every program (all of /usr) but the Lua sandbox does not.
+        Case { text_contains: Some("pdfobj:refused"), ..case("lua pdf object from a file", "lualatex",
+            lua("local ok, e = pcall(pdf.immediateobj, 'file', '/usr/share/perl5/Biber.pm') tex.print('pdfobj:' .. (tostring(e):find('sandbox') and 'refused' or 'allowed'))"), SUCCEEDS) },
+        Case { text_contains: Some("img:refused"), ..case("lua image object renamed before its scan", "lualatex",
+            lua("local i = img.new() i.filename = '/usr/share/perl5/Biber.pm' local ok, e = pcall(img.scan, i) tex.print('img:' .. (tostring(e):find('sandbox') and 'refused' or 'allowed'))"), SUCCEEDS) },
+        Case { text_contains: Some("mplib:refused"), ..case("lua metapost input by absolute path", "lualatex",
+            lua("local mp = mplib.new({ini_version = true}) local r = mp:execute('input /usr/share/perl5/Biber.pm;') tex.print('mplib:' .. (tostring(r.term):find('open file') and 'refused' or 'allowed'))"), SUCCEEDS) },
         // Lua stays Lua: no bytecode it did not make itself, no C, no way back to the originals.
         Case { text_contains: Some("bytecode:refused"), ..case("lua crafted bytecode", "lualatex",
             lua("local f = load('\\string\\27Lua' .. string.char(84, 0, 25, 147) .. string.rep('x', 60)) tex.print('bytecode:' .. (f and 'loaded' or 'refused'))"), SUCCEEDS) },
@@ -207,6 +214,10 @@ fn tool_cases() -> Vec<Case> {
   log:close()
   os.exit(0)
 end, 'forge')";
+    // A bibliography outside the work folder, and biber pointed there by an option the
+    // document adds to the control file.
+    let hidden = "local bib = io.open('/tmp/hidden.bib', 'w') bib:write('@book{h, title={TMPDIR-ENTRY}, author={Ann Author}, year={2020}}') bib:close()";
+    let redirect = format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3\\blx@xml@svalue{{input_directory}}{{/tmp}}}}}}\\makeatother");
     vec![
         // biber evaluated sourcemap replacements as Perl (s///ee): the image's biber is patched.
         Case { files: refs.clone(), text_contains: Some("BIBER-EVAL"), ..case("biber sourcemap replace runs Perl", "pdflatex",
@@ -214,6 +225,10 @@ end, 'forge')";
         // biber reads the control file with namespaces stripped: any prefix names a data source.
         Case { log_contains: Some("skipped biber"), ..case("biber data source in another namespace", "pdflatex",
             biblatex("refs.bib", &format!("\\makeatletter\\def\\blx@xml@datasource#1#2#3#4#5{{<x:datasource xmlns:x=\"urn:x\" type=\"#1\" datatype=\"#2\">{XAMPL}.bib</x:datasource>\\blx@nl}}\\makeatother")), SUCCEEDS) },
+        // biber takes its options from the control file unless given on its command line:
+        // input_directory would make a plain data source name read from anywhere.
+        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"),
+            ..case("biber option added to the control file", "lualatex", biblatex("hidden.bib", &redirect), SUCCEEDS) },
         // kpathsea searches no tree the document can write: not TEXMFHOME, not the work folder.
         Case { files: json!([{ "path": "texmf/tex/latex/zzz/zzzpkg.sty", "content": "\\def\\zzzmsg{TEXMFHOME-LOADED}" }]),
             text_contains: Some("texmfhome-refused"), ..case("package from a TEXMFHOME in the work folder", "pdflatex",

@@ -1,50 +1,83 @@
-//! The data sources named by biblatex's control file (`output.bcf`), read with a real XML
-//! parser. The document writes that file, and biber reads it with namespace prefixes
-//! stripped, so a `<x:datasource xmlns:x="urn:x">` is as much a data source to biber as a
-//! `<bcf:datasource>`, and a name split by a comment or hidden in CDATA or an entity may be
-//! read differently by biber than by a string search. The reading here fails closed: every
-//! element named `datasource`, in any namespace and anywhere in the file, must hold one plain
-//! run of text and the attributes biblatex writes; a DOCTYPE (entities, external files) or
+//! biblatex's control file (`output.bcf`), read with a real XML parser before biber sees it.
+//! The document writes that file, and biber reads it with namespace prefixes stripped and
+//! after normalising it to NFD, so a `<x:datasource xmlns:x="urn:x">` is as much a data
+//! source to biber as a `<bcf:datasource>`, a name split by a comment or hidden in CDATA or an
+//! entity may be read differently by biber than by a string search, and a character such as
+//! U+226F decomposes into a `>` that only biber sees. The reading here fails closed, on the
+//! same NFD text: every element named `datasource`, in any namespace and anywhere in the
+//! file, must hold one plain run of text and the attributes biblatex writes; biber's own
+//! options may only be those biblatex writes (`input_directory`, say, would turn a plain data
+//! source name into any path); a DOCTYPE (entities, external files), another encoding or
 //! anything the parser rejects refuses the whole file.
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
+use unicode_normalization::UnicodeNormalization;
+
+/// The biber options biblatex writes into the control file (biblatex.sty, "BIBER OPTIONS").
+const BIBER_OPTIONS: &[&str] = &[
+    "output_encoding",
+    "input_encoding",
+    "debug",
+    "mincrossrefs",
+    "minxrefs",
+    "sortcase",
+    "sortupper",
+];
 
 /// Why a control file was refused.
 #[derive(Debug, PartialEq)]
 pub struct Refused(pub String);
 
+/// An element whose text must be plain: a data source, or an option key for biber.
+struct Plain {
+    element: &'static str,
+    text: String,
+    /// Anything but text came inside it (a comment, CDATA, an entity, an element).
+    mixed: bool,
+}
+
 /// The names of the files the control file asks biber to read, in order.
 pub fn data_sources(control: &str) -> Result<Vec<String>, Refused> {
-    let mut reader = Reader::from_str(control);
+    let control: String = control.nfd().collect();
+    let mut reader = Reader::from_str(&control);
     let mut sources = Vec::new();
-    // Within a data source: its text so far, and whether anything but text came.
-    let mut open: Option<(String, bool)> = None;
+    // For each open `options` element: whether it holds options for biber.
+    let mut options: Vec<bool> = Vec::new();
+    let mut open: Option<Plain> = None;
     loop {
         let event = reader
             .read_event()
             .map_err(|error| Refused(format!("not well-formed XML: {error}")))?;
-        if let Some((_, mixed)) = open.as_mut() {
+        if let Some(plain) = open.as_mut() {
             match &event {
                 Event::Text(text) => {
                     let raw: &str = text.as_ref();
-                    open.as_mut().expect("open").0.push_str(raw);
+                    plain.text.push_str(raw);
                     continue;
                 }
-                Event::End(end) if end.local_name().as_ref() == "datasource" => {
-                    let (name, mixed) = open.take().expect("open");
-                    if mixed || name.contains('&') {
+                Event::End(end) if end.local_name().as_ref() == plain.element => {
+                    let Plain {
+                        element,
+                        text,
+                        mixed,
+                    } = open.take().expect("open");
+                    let text = text.trim().to_string();
+                    if mixed || text.contains('&') {
                         return Err(Refused(format!(
-                            "a data source that is not plain text: {:?}",
-                            name.trim()
+                            "a {element} that is not plain text: {text:?}"
                         )));
                     }
-                    sources.push(name.trim().to_string());
+                    if element == "datasource" {
+                        sources.push(text);
+                    } else if !BIBER_OPTIONS.contains(&text.as_str()) {
+                        return Err(Refused(format!("the biber option {text:?}")));
+                    }
                     continue;
                 }
                 Event::Eof => {}
                 _ => {
-                    *mixed = true;
+                    plain.mixed = true;
                     continue;
                 }
             }
@@ -60,22 +93,52 @@ pub fn data_sources(control: &str) -> Result<Vec<String>, Refused> {
                     }
                 }
             }
-            Event::Start(element) if element.local_name().as_ref() == "datasource" => {
-                check_attributes(&element)?;
-                open = Some((String::new(), false));
+            Event::Start(element) => match element.local_name().as_ref() {
+                "datasource" => {
+                    check_attributes(&element)?;
+                    open = Some(Plain::new("datasource"));
+                }
+                // Options of any component but biblatex's are taken as biber's.
+                "options" => {
+                    options.push(attribute(&element, "component") != Some("biblatex".into()))
+                }
+                "key" if options.contains(&true) => open = Some(Plain::new("key")),
+                _ => {}
+            },
+            Event::End(element) if element.local_name().as_ref() == "options" => {
+                options.pop();
             }
             Event::Empty(element) if element.local_name().as_ref() == "datasource" => {
                 return Err(Refused("an empty data source".into()));
             }
             Event::Eof => {
                 if open.is_some() {
-                    return Err(Refused("an unclosed data source".into()));
+                    return Err(Refused("an unclosed element".into()));
                 }
                 return Ok(sources);
             }
             _ => {}
         }
     }
+}
+
+impl Plain {
+    fn new(element: &'static str) -> Plain {
+        Plain {
+            element,
+            text: String::new(),
+            mixed: false,
+        }
+    }
+}
+
+/// The raw value of the attribute `name` (in any namespace), if the element has it.
+fn attribute(element: &BytesStart, name: &str) -> Option<String> {
+    element
+        .attributes()
+        .flatten()
+        .find(|attribute| attribute.key.local_name().as_ref() == name)
+        .map(|attribute| attribute.value.into_owned())
 }
 
 /// biblatex writes `type="file" datatype="bibtex|biblatexml"`, perhaps with `encoding` and
@@ -174,6 +237,43 @@ mod tests {
         assert!(data_sources("<a></b>").is_err());
         let utf7 = control("").replace("UTF-8", "UTF-7");
         assert!(data_sources(&utf7).is_err());
+    }
+
+    #[test]
+    fn biber_options_are_only_those_biblatex_writes() {
+        let options = |component: &str, key: &str| {
+            control(&format!(
+                r#"<bcf:options component="{component}" type="global">
+    <bcf:option type="singlevalued"><bcf:key>{key}</bcf:key><bcf:value>x</bcf:value></bcf:option>
+  </bcf:options><bcf:datasource type="file" datatype="bibtex">passwd</bcf:datasource>"#
+            ))
+        };
+        assert_eq!(
+            data_sources(&options("biber", "output_encoding")).unwrap(),
+            ["passwd"]
+        );
+        assert!(data_sources(&options("biblatex", "input_directory")).is_ok());
+        for (component, key) in [
+            ("biber", "input_directory"),
+            ("biber", "recodedata"),
+            ("other", "input_directory"),
+            ("biber", "debug<!-- -->"),
+            ("b&#105;blatex", "input_directory"),
+        ] {
+            assert!(
+                data_sources(&options(component, key)).is_err(),
+                "{component} {key} passed"
+            );
+        }
+    }
+
+    #[test]
+    fn reads_what_biber_reads_after_normalising() {
+        // U+226F decomposes into '>' and U+0338: the tag ends there for biber.
+        let text = control(
+            "<bcf:bibdata section=\"0\" \u{226F} a='<bcf:datasource type=\"file\" datatype=\"biblatexml\">/etc/passwd</bcf:datasource>'></bcf:bibdata>",
+        );
+        assert_eq!(data_sources(&text).unwrap(), ["/etc/passwd"]);
     }
 
     #[test]

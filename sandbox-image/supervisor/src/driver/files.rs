@@ -130,7 +130,11 @@ pub fn log_asks_for_rerun(log: &str) -> bool {
         "rerun LaTeX",
         "has changed. Rerun",
     ];
+    // biblatex's "Please (re)run Biber ... and rerun LaTeX afterwards" is for the tool, which
+    // the driver runs when its input changed; repeated while biber is skipped, it would only
+    // cost passes.
     log.lines()
+        .filter(|line| !line.contains("rerun LaTeX afterwards"))
         .any(|line| REQUESTS.iter().any(|request| line.contains(request)))
 }
 
@@ -173,6 +177,12 @@ mod tests {
         ));
         assert!(!log_asks_for_rerun(
             "LaTeX Warning: Citation `x' undefined."
+        ));
+        assert!(!log_asks_for_rerun(
+            "Package biblatex Warning: Please (re)run Biber on the file:\n(biblatex)                output\n(biblatex)                and rerun LaTeX afterwards."
+        ));
+        assert!(log_asks_for_rerun(
+            "Package biblatex Warning: Please rerun LaTeX."
         ));
     }
 }
