@@ -99,3 +99,12 @@ pub fn dev_script(script: &str, action: &str) {
         .unwrap();
     assert!(status.success(), "dev/{script} {action} failed");
 }
+
+/// A TCP port on 127.0.0.1 that nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use texfleet_e2e::{eventually, TestApp, HELLO};
+use texfleet_e2e::{eventually, free_port, TestApp, HELLO};
 
 struct Prometheus {
     child: std::process::Child,
@@ -19,14 +19,6 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_prometheus(api: &str, scheduler: &str) -> Prometheus {
