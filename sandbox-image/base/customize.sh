@@ -93,8 +93,16 @@ rm -rf "$root/var/cache/apt" "$root/var/lib/apt/lists"/*
 
 # No programs that make files on demand: kpathsea would start them for a file it misses (the
 # settings above turn that off; this removes what they would start).
-rm -f "$root"/usr/bin/mktex* "$root"/usr/bin/fmtutil* "$root"/usr/bin/mkocp "$root"/usr/bin/mkofm
-! ls "$root"/usr/bin/mktex* "$root"/usr/bin/fmtutil* 2>/dev/null ||
+# Nor rungs, which runs Ghostscript with the names xdvipdfmx quotes (the driver gives xdvipdfmx
+# a conversion command of its own). The scripts go as well as their links in /usr/bin.
+rm -f "$root"/usr/bin/mktex* "$root"/usr/bin/fmtutil* "$root"/usr/bin/mkocp "$root"/usr/bin/mkofm \
+  "$root"/usr/bin/rungs
+for tree in "$root/usr/share/texlive" "$root/usr/share/texmf" "$root/usr/share/tex-common"; do
+  if [ -d "$tree" ]; then
+    find "$tree" \( -name 'mktex*' -o -name 'fmtutil*' -o -name 'rungs*' \) \( -type f -o -type l \) -delete
+  fi
+done
+! find "$root/usr" \( -name 'mktex*' -o -name 'fmtutil*' -o -name 'rungs*' \) \( -type f -o -type l \) | grep . ||
   { echo "customize.sh: an on-demand maker is still there" >&2; exit 1; }
 
 # No shell in the image: nothing of a compile may reach one, by slip or by design. Last step,

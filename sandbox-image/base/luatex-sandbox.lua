@@ -116,52 +116,40 @@ for _, library in ipairs({ fontloader, epdf, pdfe }) do
     end
   end
 end
+-- Wraps each function `names` of `library` so that the file `file_of(...)` names, if any, is
+-- checked first. The call keeps its arguments as given: img.new() and img.new(nil) differ.
+local function guard_files(library, names, what, file_of)
+  if type(library) ~= "table" then return end
+  for _, name in ipairs(names) do
+    local f = library[name]
+    if f then
+      library[name] = function(...)
+        local file = file_of(...)
+        if file ~= nil and not permitted(file) then
+          error(what .. " " .. tostring(file) .. ": refused by the sandbox", 2)
+        end
+        return f(...)
+      end
+    end
+  end
+end
 -- An image is a table or an image object (userdata) whose filename may be set at any time
 -- before it is scanned; every function that takes one checks the name it holds then.
-local function image_file(spec)
+guard_files(img, { "new", "scan", "copy", "write", "immediatewrite", "immediatewritexform",
+                   "node", "keep" }, "image", function(spec)
   if type(spec) ~= "table" and type(spec) ~= "userdata" then return nil end
   local ok, file = pcall(function() return spec.filename end)
   return ok and file or nil
-end
-if type(img) == "table" then
-  for _, name in ipairs({ "new", "scan", "copy", "write", "immediatewrite",
-                          "immediatewritexform", "node", "keep" }) do
-    local f = img[name]
-    if f then
-      -- Called with its arguments as given: img.new() and img.new(nil) differ to LuaTeX.
-      img[name] = function(...)
-        local file = image_file((...))
-        if not permitted(file) then
-          error("image " .. tostring(file) .. ": refused by the sandbox", 2)
-        end
-        return f(...)
-      end
-    end
-  end
-end
--- PDF objects from a file: pdf.obj("file", path), pdf.obj{file = path}, and the immediate ones.
-if type(pdf) == "table" then
-  for _, name in ipairs({ "obj", "immediateobj" }) do
-    local f = pdf[name]
-    if f then
-      pdf[name] = function(...)
-        -- ([objnum,] [type,] data [, attributes]) or a table
-        local args = { ... }
-        local first = type(args[1]) == "number" and 2 or 1
-        local kind, file = args[first], nil
-        if kind == "file" or kind == "streamfile" then
-          file = args[first + 1]
-        elseif type(kind) == "table" then
-          file = kind.file
-        end
-        if file ~= nil and not permitted(file) then
-          error("pdf object from " .. tostring(file) .. ": refused by the sandbox", 2)
-        end
-        return f(...)
-      end
-    end
-  end
-end
+end)
+-- PDF objects from a file: pdf.obj([objnum,] "file", path), pdf.obj{file = path}, and the
+-- immediate ones.
+guard_files(pdf, { "obj", "immediateobj" }, "pdf object from", function(...)
+  local args = { ... }
+  local first = type(args[1]) == "number" and 2 or 1
+  local kind = args[first]
+  if kind == "file" or kind == "streamfile" then return args[first + 1] end
+  if type(kind) == "table" then return kind.file end
+end)
 -- MetaPost opens what its find_file callback answers with C's fopen, and the name as given
 -- when there is none: the answer is checked either way.
 if type(mplib) == "table" and mplib.new then
@@ -255,6 +243,8 @@ local function remove_native_code()
   -- os.kpsepopen stays: luaotfload cannot find its font database without it, and it runs
   -- nothing while shell_escape is f (kpathsea refuses every command).
   os.execute, os.exec, os.spawn, io.popen = nil, nil, nil, nil
+  -- kpathsea makes no file on demand (texmf-hardening.cnf); Lua may not turn that back on.
+  if kpse.set_maketex then kpse.set_maketex = function() end end
   -- A document may end the run, not choose how it ended: the verdict under halt_on_error
   -- rests on the engine's exit status, so an early exit is always a failed one.
   os.exit = function() original.exit(1) end

@@ -185,6 +185,13 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The PDF the API serves for the job `id`.
+    pub async fn pdf_of(&self, id: &str) -> Vec<u8> {
+        let response = self.get(&format!("/compile/{id}/pdf")).await;
+        assert_eq!(response.status(), 200, "no PDF for {id}");
+        response.bytes().await.unwrap().to_vec()
+    }
+
     /// The JSON body of a `GET` of `path` with this app's token.
     pub async fn get_json(&self, path: &str) -> Value {
         self.get(path).await.json().await.unwrap()

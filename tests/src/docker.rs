@@ -1,7 +1,7 @@
 //! The sandbox containers on the Docker engine, seen from outside, and the canaries the
 //! hostile suite looks for.
 
-use crate::wait::eventually;
+use crate::wait::{eventually, eventually_some};
 use std::time::Duration;
 
 /// Containers of a job that still exist: created for it (labelled with its id) or taken from
@@ -12,6 +12,16 @@ pub async fn containers_of_job(job_id: &str) -> Vec<String> {
     found.sort();
     found.dedup();
     found
+}
+
+/// Waits until the job `job_id` has a container, and returns its id.
+pub async fn container_of_running_job(job_id: &str) -> String {
+    eventually_some(
+        Duration::from_secs(60),
+        "the job's container runs",
+        || async { containers_of_job(job_id).await.pop() },
+    )
+    .await
 }
 
 /// Ids of the containers (running or not) matching every Docker list filter given.

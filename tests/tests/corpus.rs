@@ -86,12 +86,7 @@ async fn check(app: &TestApp, name: &str, expect: &Value, job: &Value) -> Result
         return Err(format!("ended {}: {}", job["status"], job["error"]));
     }
     let id = job["id"].as_str().unwrap();
-    let pdf = app
-        .get(&format!("/compile/{id}/pdf"))
-        .await
-        .bytes()
-        .await
-        .unwrap();
+    let pdf = app.pdf_of(id).await;
     let text = folded(&pdf_text(&pdf));
     let strings = |key: &str| -> Vec<String> {
         expect[key]

@@ -3,7 +3,9 @@
 
 use serde_json::json;
 use std::time::Duration;
-use texfleet_e2e::{containers_of_job, eventually, eventually_some, sandbox_containers, TestApp};
+use texfleet_e2e::{
+    container_of_running_job, eventually, eventually_some, sandbox_containers, TestApp,
+};
 
 /// About two seconds of TeX arithmetic, so that the job's container can be seen running.
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
@@ -23,12 +25,7 @@ async fn warm_containers(deployment: &str) -> Vec<String> {
 async fn run_and_see_container(app: &TestApp) -> String {
     let job = app.submit(json!({ "input_latex": SLOW })).await;
     let id = job["id"].as_str().unwrap().to_string();
-    let container = eventually_some(
-        Duration::from_secs(60),
-        "the job's container runs",
-        || async { containers_of_job(&id).await.pop() },
-    )
-    .await;
+    let container = container_of_running_job(&id).await;
     let finished = app.wait_terminal(&id, Duration::from_secs(120)).await;
     assert_eq!(finished["status"], "Succeeded", "{finished:#}");
     container

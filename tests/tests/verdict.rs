@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use std::time::Duration;
-use texfleet_e2e::{containers_of_job, eventually_some, exec_in, pdf_text, TestApp};
+use texfleet_e2e::{container_of_running_job, exec_in, pdf_text, TestApp};
 
 /// A few seconds of TeX arithmetic, then a page: honestly `Succeeded`.
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
@@ -38,12 +38,7 @@ async fn code_running_as_the_compile_cannot_touch_the_supervisor_or_forge_the_ou
     let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
     let job = app.submit(json!({ "input_latex": SLOW })).await;
     let id = job["id"].as_str().unwrap().to_string();
-    let container = eventually_some(
-        Duration::from_secs(60),
-        "the job's container runs",
-        || async { containers_of_job(&id).await.pop() },
-    )
-    .await;
+    let container = container_of_running_job(&id).await;
     let printed = exec_in(&container, "65101:65101", &["/usr/bin/perl", "-e", HOSTILE]).await;
     assert!(
         printed.contains("tried=2 killed=0 written=0 limited=0"),
@@ -51,11 +46,6 @@ async fn code_running_as_the_compile_cannot_touch_the_supervisor_or_forge_the_ou
     );
     let job = app.wait_terminal(&id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    let pdf = app
-        .get(&format!("/compile/{id}/pdf"))
-        .await
-        .bytes()
-        .await
-        .unwrap();
+    let pdf = app.pdf_of(&id).await;
     assert!(pdf_text(&pdf).contains("Honest result."));
 }

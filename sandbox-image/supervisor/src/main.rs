@@ -4,7 +4,8 @@
 //!   from stdin, start the compile driver as another user, hold the deadline, and write the
 //!   report and the outputs to stdout as a tar archive (the protocol is in `lib.rs`);
 //! - `drive`: the compile driver itself ([`driver`]), started only by the supervisor;
-//! - `check`: examine every isolation layer from inside ([`check`]).
+//! - `check`: examine every isolation layer from inside ([`check`]);
+//! - `convert-eps`: convert one figure for xdvipdfmx ([`driver::eps::convert_for_xdvipdfmx`]).
 //!
 //! The supervisor's own privileges are in [`privileges`], what confines the compile in
 //! [`confine`], and how programs are started (by argument vector, never a shell) in
@@ -30,6 +31,7 @@ fn main() {
         Some(texfleet_sandbox::CHECK_ARG) => check::run(),
         Some(supervise::DRIVE_ARG) => driver::run(),
         Some(check::COMPILE_SIDE_ARG) => check::run_compile_side(),
+        Some(driver::eps::CONVERT_ARG) => driver::eps::convert_for_xdvipdfmx(),
         _ => supervise::run(),
     };
     if let Err(error) = result {

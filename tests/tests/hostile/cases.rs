@@ -14,6 +14,10 @@ pub const COMMAND_MARKER: &str = "uid=";
 /// A title of the TeX tree's xampl.bib, which only a read by absolute path would show.
 pub const XAMPL: &str = "/usr/share/texlive/texmf-dist/bibtex/bib/base/xampl";
 pub const XAMPL_MARKER: &str = "GnatsandGnus";
+/// A configuration file every program may read (Landlock allows it), which only a layer above
+/// Landlock keeps from the document, and the start of its text.
+const CNF: &str = "/etc/texmf/web2c/texmf.cnf";
+const CNF_MARKER: &str = "settingsthateverydocument";
 
 pub struct Case {
     pub name: &'static str,
@@ -217,6 +221,7 @@ end, 'forge')";
     // A bibliography outside the work folder, and biber pointed there by an option the
     // document adds to the control file.
     let hidden = "local bib = io.open('/tmp/hidden.bib', 'w') bib:write('@book{h, title={TMPDIR-ENTRY}, author={Ann Author}, year={2020}}') bib:close()";
+    let attribute_key = format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3<bcf:option type=\"singlevalued\"><bcf:key content=\"input_directory\"/><bcf:value>/tmp</bcf:value></bcf:option>}}}}\\makeatother");
     let redirect = format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3\\blx@xml@svalue{{input_directory}}{{/tmp}}}}}}\\makeatother");
     vec![
         // biber evaluated sourcemap replacements as Perl (s///ee): the image's biber is patched.
@@ -229,6 +234,13 @@ end, 'forge')";
         // input_directory would make a plain data source name read from anywhere.
         Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"),
             ..case("biber option added to the control file", "lualatex", biblatex("hidden.bib", &redirect), SUCCEEDS) },
+        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"),
+            ..case("biber option as an attribute of an empty key", "lualatex", biblatex("hidden.bib", &attribute_key), SUCCEEDS) },
+        // biber parses biblatexml data files with external entities on.
+        Case { files: json!([{ "path": "refs.bltxml", "content": format!("<?xml version=\"1.0\"?>\n<!DOCTYPE e [<!ENTITY x SYSTEM \"file://{CNF}\">]>\n<bltx:entries xmlns:bltx=\"http://biblatex-biber.sourceforge.net/biblatexml\"><bltx:entry id=\"x\" entrytype=\"misc\"><bltx:names type=\"author\"><bltx:name><bltx:namepart type=\"family\">Author</bltx:namepart></bltx:name></bltx:names><bltx:title>&x;</bltx:title></bltx:entry></bltx:entries>\n") }]),
+            log_contains: Some("skipped biber"), text_lacks: Some(CNF_MARKER),
+            ..case("biblatexml data file with an external entity", "pdflatex",
+            "\\documentclass{article}\\usepackage[backend=biber]{biblatex}\\addbibresource[datatype=biblatexml]{refs.bltxml}\\begin{document}\\nocite{*}x\\printbibliography\\end{document}".into(), SUCCEEDS) },
         // kpathsea searches no tree the document can write: not TEXMFHOME, not the work folder.
         Case { files: json!([{ "path": "texmf/tex/latex/zzz/zzzpkg.sty", "content": "\\def\\zzzmsg{TEXMFHOME-LOADED}" }]),
             text_contains: Some("texmfhome-refused"), ..case("package from a TEXMFHOME in the work folder", "pdflatex",

@@ -104,13 +104,7 @@ async fn check_case(app: &TestApp, case: &Case, job: &Value, secret: &str) -> Re
     }
     let mut exposed: Vec<(&str, String)> = vec![("job JSON", job.to_string()), ("log", log_text)];
     if status == "Succeeded" {
-        let pdf = app
-            .get(&format!("/compile/{id}/pdf"))
-            .await
-            .bytes()
-            .await
-            .unwrap()
-            .to_vec();
+        let pdf = app.pdf_of(id).await;
         let text: String = pdf_text(&pdf).split_whitespace().collect();
         if let Some(expected) = case.text_contains {
             if !text.contains(expected) {

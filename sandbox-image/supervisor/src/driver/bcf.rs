@@ -40,6 +40,14 @@ struct Plain {
 /// The names of the files the control file asks biber to read, in order.
 pub fn data_sources(control: &str) -> Result<Vec<String>, Refused> {
     let control: String = control.nfd().collect();
+    // biber's XMLin takes a string that does not start with '<' (after whitespace, and a
+    // byte-order mark is not whitespace to it) as the name of a file to read instead.
+    if !control
+        .trim_start_matches([' ', '\t', '\r', '\n'])
+        .starts_with('<')
+    {
+        return Err(Refused("text before the first element".into()));
+    }
     let mut reader = Reader::from_str(&control);
     let mut sources = Vec::new();
     // For each open `options` element: whether it holds options for biber.
@@ -82,6 +90,13 @@ pub fn data_sources(control: &str) -> Result<Vec<String>, Refused> {
                 }
             }
         }
+        // XML::LibXML::Simple reads an attribute `content` as an element's text: a
+        // `<key content="input_directory"/>` is a key to biber.
+        if let Event::Start(element) | Event::Empty(element) = &event {
+            if attribute(element, "content").is_some() {
+                return Err(Refused("an attribute named content".into()));
+            }
+        }
         match event {
             Event::DocType(_) => return Err(Refused("a DOCTYPE".into())),
             // biber's parser would decode another encoding (UTF-7, say) into other markup.
@@ -102,14 +117,22 @@ pub fn data_sources(control: &str) -> Result<Vec<String>, Refused> {
                 "options" => {
                     options.push(attribute(&element, "component") != Some("biblatex".into()))
                 }
-                "key" if options.contains(&true) => open = Some(Plain::new("key")),
+                "key" if options.contains(&true) => {
+                    if element.attributes().next().is_some() {
+                        return Err(Refused("a biber option key with attributes".into()));
+                    }
+                    open = Some(Plain::new("key"));
+                }
                 _ => {}
             },
             Event::End(element) if element.local_name().as_ref() == "options" => {
                 options.pop();
             }
-            Event::Empty(element) if element.local_name().as_ref() == "datasource" => {
-                return Err(Refused("an empty data source".into()));
+            Event::Empty(element)
+                if element.local_name().as_ref() == "datasource"
+                    || element.local_name().as_ref() == "key" && options.contains(&true) =>
+            {
+                return Err(Refused("an empty data source or option key".into()));
             }
             Event::Eof => {
                 if open.is_some() {
@@ -141,7 +164,7 @@ fn attribute(element: &BytesStart, name: &str) -> Option<String> {
         .map(|attribute| attribute.value.into_owned())
 }
 
-/// biblatex writes `type="file" datatype="bibtex|biblatexml"`, perhaps with `encoding` and
+/// biblatex writes `type="file" datatype="bibtex"`, perhaps with `encoding` and
 /// `glob`. Other types would fetch the name; a glob is harmless on a name without wildcards,
 /// which the caller checks.
 fn check_attributes(element: &BytesStart) -> Result<(), Refused> {
@@ -167,7 +190,8 @@ fn check_attributes(element: &BytesStart) -> Result<(), Refused> {
         }
     }
     match (kind.as_deref(), datatype.as_deref()) {
-        (Some("file"), Some("bibtex" | "biblatexml")) => Ok(()),
+        // Not biblatexml: biber parses it with XML::LibXML's defaults, external entities on.
+        (Some("file"), Some("bibtex")) => Ok(()),
         _ => Err(Refused(format!(
             "a data source of type {kind:?} and datatype {datatype:?}"
         ))),
@@ -271,7 +295,7 @@ mod tests {
     fn reads_what_biber_reads_after_normalising() {
         // U+226F decomposes into '>' and U+0338: the tag ends there for biber.
         let text = control(
-            "<bcf:bibdata section=\"0\" \u{226F} a='<bcf:datasource type=\"file\" datatype=\"biblatexml\">/etc/passwd</bcf:datasource>'></bcf:bibdata>",
+            "<bcf:bibdata section=\"0\" \u{226F} a='<bcf:datasource type=\"file\" datatype=\"bibtex\">/etc/passwd</bcf:datasource>'></bcf:bibdata>",
         );
         assert_eq!(data_sources(&text).unwrap(), ["/etc/passwd"]);
     }
@@ -282,6 +306,7 @@ mod tests {
             r#"type="file" datatype="bibtex" glob="maybe""#,
             r#"type="url" datatype="bibtex""#,
             r#"type="file" datatype="ris""#,
+            r#"type="file" datatype="biblatexml""#,
             r#"datatype="bibtex""#,
             r#"type="file" datatype="bibtex" encoding="a b""#,
             r#"type="file" datatype="bibtex" other="x""#,

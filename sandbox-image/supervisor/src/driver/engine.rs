@@ -4,6 +4,7 @@
 //! with `xdvipdfmx`: XeTeX would otherwise start `xdvipdfmx` itself through `popen`, that is
 //! through a shell, and the image has none.
 
+use super::eps::XDVIPDFMX_COMMAND;
 use crate::process::Program;
 use texfleet_sandbox::JOB_NAME;
 
@@ -82,8 +83,13 @@ impl Engine {
     pub fn finish(self, environment: &[String]) -> Option<Program> {
         let xdv = format!("{JOB_NAME}.xdv");
         let pdf = format!("{JOB_NAME}.pdf");
-        (self == Engine::Xelatex)
-            .then(|| Program::new(XDVIPDFMX, &["-q", "-o", &pdf, &xdv], environment))
+        (self == Engine::Xelatex).then(|| {
+            Program::new(
+                XDVIPDFMX,
+                &["-q", "-D", XDVIPDFMX_COMMAND, "-o", &pdf, &xdv],
+                environment,
+            )
+        })
     }
 }
 
@@ -123,7 +129,12 @@ mod tests {
         assert!(!lua.args.iter().any(|a| a == "-halt-on-error"));
         let xe = Engine::Xelatex.pass("main.tex", false, &[]);
         assert!(xe.args.iter().any(|a| a == "-no-pdf"));
-        assert_eq!(Engine::Xelatex.finish(&[]).unwrap().path, XDVIPDFMX);
+        let finish = Engine::Xelatex.finish(&[]).unwrap();
+        assert_eq!(finish.path, XDVIPDFMX);
+        assert!(finish
+            .args
+            .windows(2)
+            .any(|w| w == ["-D", XDVIPDFMX_COMMAND]));
         assert!(Engine::Pdflatex.finish(&[]).is_none());
     }
 }

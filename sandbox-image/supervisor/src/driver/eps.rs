@@ -5,17 +5,29 @@
 //! deadline as every other program of the compile. The metadata Ghostscript would date is
 //! left out, so the figure is the same bytes every time.
 
-use super::names::is_safe_path;
+use super::names::{is_safe_name, is_safe_path};
 use super::tools::Tools;
-use crate::process::Program;
+use crate::process::{self, Program};
 use nix::sys::resource::Resource;
+use std::io;
 use std::path::Path;
-use texfleet_sandbox::FileSpec;
+use texfleet_sandbox::{FileSpec, WORK_DIR};
 
 const GHOSTSCRIPT: &str = "/usr/bin/gs";
 /// Ghostscript's own caps, well inside the compile's: a looping or ballooning figure fails
 /// its conversion and the compile goes on without it.
 const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+/// CPU seconds of one conversion for xdvipdfmx, which does not know the compile's timeout.
+const XDVIPDFMX_CPU_SECONDS: u64 = 30;
+
+/// The mode in which the supervisor's binary converts one figure for xdvipdfmx.
+pub const CONVERT_ARG: &str = "convert-eps";
+/// xdvipdfmx's conversion command (its `-D`), which it splits on spaces after putting in the
+/// file names, and starts without a shell. Debian's own runs `rungs` with the names in
+/// quotes, which a name holding a quote escapes from: `fig.eps' --permit-file-read=* ...`
+/// would lift Ghostscript's SAFER. Here a name that adds or splits an argument, or is not a
+/// plain name, is refused by [`convert_for_xdvipdfmx`].
+pub const XDVIPDFMX_COMMAND: &str = "/usr/local/bin/texfleet-supervisor convert-eps %o %i";
 
 /// Converts each `.eps` among `files` (paths relative to the work directory, which is
 /// `work`), each with a quarter of the compile's timeout in CPU time; records each run or
@@ -34,36 +46,101 @@ pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_s
         let input = work.join(&file.path);
         let stem = file.path.trim_end_matches(".eps");
         let output = work.join(format!("{stem}-eps-converted-to.pdf"));
-        let output_option = format!("-sOutputFile={}", output.display());
-        let program = Program::new(
-            GHOSTSCRIPT,
-            &[
-                "-q",
-                "-dSAFER",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-dEPSCrop",
-                "-sDEVICE=pdfwrite",
-                "-dAutoRotatePages=/None",
-                "-dOmitInfoDate",
-                "-dOmitID",
-                "-dOmitXMP",
-                &output_option,
-                &input.to_string_lossy(),
-            ],
-            &tools.environment,
-        );
-        let limits = [
-            (Resource::RLIMIT_CPU, cpu_seconds),
-            (Resource::RLIMIT_AS, MEMORY_BYTES),
-        ];
+        let program = ghostscript(&input, &output, &tools.environment);
         if !tools
-            .run_limited(&program, &limits)
+            .run_limited(&program, &limits(cpu_seconds))
             .is_some_and(|exit| exit.success())
         {
             // A half-written PDF would fail the engine; without one, graphicx reports the
             // missing figure and the compile goes on.
             let _ = std::fs::remove_file(&output);
+        }
+    }
+}
+
+/// Ghostscript, converting `input` into the PDF `output` under `-dSAFER`.
+fn ghostscript(input: &Path, output: &Path, environment: &[String]) -> Program {
+    let output_option = format!("-sOutputFile={}", output.display());
+    Program::new(
+        GHOSTSCRIPT,
+        &[
+            "-q",
+            "-dSAFER",
+            "-P-",
+            "-dBATCH",
+            "-dNOPAUSE",
+            "-dEPSCrop",
+            "-sDEVICE=pdfwrite",
+            "-dAutoRotatePages=/None",
+            "-dOmitInfoDate",
+            "-dOmitID",
+            "-dOmitXMP",
+            &output_option,
+            &input.to_string_lossy(),
+        ],
+        environment,
+    )
+}
+
+fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {
+    [
+        (Resource::RLIMIT_CPU, cpu_seconds),
+        (Resource::RLIMIT_AS, MEMORY_BYTES),
+    ]
+}
+
+/// `texfleet-supervisor convert-eps OUTPUT INPUT`, as xdvipdfmx starts it for a PostScript
+/// figure (see [`XDVIPDFMX_COMMAND`]): exactly two arguments, the output xdvipdfmx's own
+/// temporary file (`/tmp/<name>`), the input a plain path in the work directory.
+pub fn convert_for_xdvipdfmx() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let [output, input] = args.as_slice() else {
+        return Err(io::Error::other(format!(
+            "refused a conversion of {args:?}"
+        )));
+    };
+    let (output, input) = checked_conversion(output, input)
+        .ok_or_else(|| io::Error::other(format!("refused a conversion of {args:?}")))?;
+    let environment: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+    let program = ghostscript(Path::new(&input), Path::new(&output), &environment);
+    match process::run(&program, None, &limits(XDVIPDFMX_CPU_SECONDS))? {
+        exit if exit.success() => Ok(()),
+        exit => Err(io::Error::other(format!("ghostscript ended with {exit:?}"))),
+    }
+}
+
+/// The output and input of a conversion, when both are names we would write and read.
+fn checked_conversion(output: &str, input: &str) -> Option<(String, String)> {
+    let output_name = output.strip_prefix("/tmp/")?;
+    let relative = input
+        .strip_prefix(&format!("{WORK_DIR}/"))
+        .or_else(|| input.strip_prefix("./"))
+        .unwrap_or(input);
+    (is_safe_name(output_name) && is_safe_path(relative))
+        .then(|| (output.to_string(), input.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_names_are_converted() {
+        assert!(checked_conversion("/tmp/dvipdfmx.Ab12Cd", "./fig.eps").is_some());
+        assert!(checked_conversion("/tmp/dvipdfmx.Ab12Cd", "/work/figs/a.eps").is_some());
+        for (output, input) in [
+            ("/tmp/x", "/etc/passwd"),
+            ("/tmp/x", "fig.eps'"),
+            ("/tmp/x", "--permit-file-read=*"),
+            ("/tmp/x", "@args.txt"),
+            ("/tmp/x", "./../x.eps"),
+            ("/work/x", "fig.eps"),
+            ("/tmp/a/b", "fig.eps"),
+        ] {
+            assert!(
+                checked_conversion(output, input).is_none(),
+                "{output} {input}"
+            );
         }
     }
 }

@@ -13,7 +13,7 @@
 mod bcf;
 mod bibliography;
 mod engine;
-mod eps;
+pub mod eps;
 mod files;
 mod indexes;
 mod names;
