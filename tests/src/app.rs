@@ -197,6 +197,13 @@ impl TestApp {
         self.get(path).await.json().await.unwrap()
     }
 
+    /// Runs `statement` as the owner role, past row-level security (a fault a test injects);
+    /// returns how many rows it changed.
+    pub async fn execute(&self, statement: &str) -> u64 {
+        let client = self.pool.get().await.unwrap();
+        client.execute(statement, &[]).await.unwrap()
+    }
+
     /// How many jobs the database holds that match `condition` (SQL over the jobs table,
     /// `true` for all), read as the owner role, past row-level security.
     pub async fn count_jobs(&self, condition: &str) -> i64 {

@@ -1,9 +1,14 @@
-//! `kill -9` of a scheduler in the middle of compiles: another scheduler rescues its jobs once
-//! their leases expire; every job succeeds, none is uploaded twice, no container is left.
+//! `kill -9` of a scheduler in the middle of compiles: another scheduler rescues its jobs, every
+//! job succeeds, what is stored for each comes from the attempt that finished it and nothing
+//! else is stored, and no container of the killed scheduler (warm ones included) is left.
+//!
+//! The killed scheduler's leases and heartbeat are expired by the test (as time would expire
+//! them), so the rescue does not hang on a short lease that a loaded machine could also let
+//! expire under a live scheduler.
 
 use serde_json::json;
 use std::time::Duration;
-use texfleet_e2e::{containers_of_job, eventually, SchedulerProcess, TestApp};
+use texfleet_e2e::{containers_of_job, eventually, sandbox_containers, SchedulerProcess, TestApp};
 
 /// About two seconds of TeX arithmetic, so that the crash lands mid-compile.
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
@@ -12,20 +17,16 @@ const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
     let app = TestApp::spawn_api_only(|config| {
-        config.lease_seconds = 3;
+        config.lease_seconds = 10;
         config.scheduler_slots = 2;
     })
     .await;
-    let mut first =
-        SchedulerProcess::spawn(&app.config, &format!("first-{}", uuid::Uuid::new_v4()));
+    let first_id = format!("first-{}", uuid::Uuid::new_v4());
+    let mut first = SchedulerProcess::spawn(&app.config, &first_id);
     let mut ids = Vec::new();
     for _ in 0..4 {
-        ids.push(
-            app.submit(json!({ "input_latex": SLOW })).await["id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        );
+        let job = app.submit(json!({ "input_latex": SLOW })).await;
+        ids.push(job["id"].as_str().unwrap().to_string());
     }
     eventually(Duration::from_secs(60), "a compile is running", || async {
         for id in &ids {
@@ -37,30 +38,54 @@ async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
     })
     .await;
     first.kill();
+    let expired = app
+        .execute(&format!(
+            "UPDATE jobs SET lease_expires_at = now() WHERE lease_owner = '{first_id}' AND status = 'Running'"
+        ))
+        .await;
+    assert!(expired >= 1, "the killed scheduler held no running job");
+    app.execute(&format!(
+        "UPDATE schedulers SET heartbeat_at = now() - interval '1 hour' WHERE id = '{first_id}'"
+    ))
+    .await;
 
-    let second = SchedulerProcess::spawn(&app.config, &format!("second-{}", uuid::Uuid::new_v4()));
+    let second_id = format!("second-{}", uuid::Uuid::new_v4());
+    let second = SchedulerProcess::spawn(&app.config, &second_id);
     for id in &ids {
         let job = app.wait_terminal(id, Duration::from_secs(120)).await;
         assert_eq!(job["status"], "Succeeded", "{job:#}");
-    }
-    let (before, after) = (first.uploads(), second.uploads());
-    for id in &ids {
-        let uploads = before.get(id).unwrap_or(&0) + after.get(id).unwrap_or(&0);
-        assert_eq!(uploads, 1, "job {id} was uploaded {uploads} times");
+        let rescued_job = app
+            .count_jobs(&format!("id = '{id}' AND attempts > 1"))
+            .await;
+        // The objects come from the attempt that finished the job: a rescued job's from the
+        // second scheduler's attempt, never one left by the killed scheduler's.
+        let key = job["pdf_storage_key"].as_str().unwrap();
+        let origin = app.storage.origin(key).await.unwrap().unwrap();
+        if rescued_job == 1 {
+            assert_eq!(origin, format!("{second_id} attempt 2"), "{id}");
+        } else {
+            assert!(
+                origin == format!("{first_id} attempt 1")
+                    || origin == format!("{second_id} attempt 1"),
+                "{id}: {origin}"
+            );
+        }
+        let folder = key.trim_end_matches("output.pdf");
+        let mut stored = app.storage.list(folder).await.unwrap();
+        stored.sort();
+        assert_eq!(
+            stored,
+            [format!("{folder}output.log"), format!("{folder}output.pdf")],
+            "{id}"
+        );
     }
     let rescued = app.count_jobs("attempts > 1").await;
     assert!(rescued >= 1, "no job was rescued from the killed scheduler");
+    let label = format!("org.texfleet.scheduler={first_id}");
     eventually(
-        Duration::from_secs(30),
-        "the killed scheduler's containers are removed",
-        || async {
-            for id in &ids {
-                if !containers_of_job(id).await.is_empty() {
-                    return false;
-                }
-            }
-            true
-        },
+        Duration::from_secs(60),
+        "every container of the killed scheduler, warm ones included, is removed",
+        || async { sandbox_containers(&[("label", &label)]).await.is_empty() },
     )
     .await;
     drop(second);
