@@ -1,16 +1,29 @@
-//! Postgres stops for ten seconds while clients submit: the API answers 503 `unavailable`
-//! meanwhile, recovers without a restart, and every job that got a 202 finishes.
+//! Postgres stops for ten seconds, longer than a lease, while a compile runs and clients
+//! submit: the API answers 503 `unavailable` and `/readyz` 503 meanwhile, both recover without
+//! a restart, the compile that ran through the outage is recorded after it, and every job that
+//! got a 202 finishes.
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{dev_script, eventually, TestApp, HELLO};
+use texfleet_e2e::{container_of_running_job, dev_script, eventually, TestApp, HELLO};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// About six seconds of TeX arithmetic: it runs while Postgres stops.
+const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
+    \\loop\\advance\\count255 by 1 \\ifnum\\count255<12000000 \\repeat Done.\\end{document}";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_service_rides_out_a_postgres_outage() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|config| config.lease_seconds = 4).await;
+    let through = app.submit(json!({ "input_latex": SLOW })).await;
+    let through = through["id"].as_str().unwrap().to_string();
+    container_of_running_job(&through).await;
     let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
     let mut accepted = Vec::new();
     let mut unavailable = 0;
+    let mut not_ready = 0;
+    let mut restarted_at = None;
     let started = Instant::now();
     let mut stopped_at = None;
     let mut restarted = false;
@@ -24,6 +37,10 @@ async fn the_service_rides_out_a_postgres_outage() {
             if !restarted && at.elapsed() >= Duration::from_secs(10) {
                 dev_script("pg", "start");
                 restarted = true;
+                restarted_at = Some(OffsetDateTime::now_utc());
+            } else if !restarted {
+                let ready = app.http.get(format!("{}/readyz", app.url)).send().await;
+                not_ready += usize::from(ready.is_ok_and(|r| r.status() == 503));
             }
         }
         let response = app.post_compile(&body).await;
@@ -51,6 +68,7 @@ async fn the_service_rides_out_a_postgres_outage() {
         dev_script("pg", "start");
     }
     assert!(unavailable > 0, "the API never reported the outage");
+    assert!(not_ready > 0, "/readyz never reported the outage");
     eventually(
         Duration::from_secs(30),
         "the API is ready again",
@@ -64,6 +82,14 @@ async fn the_service_rides_out_a_postgres_outage() {
     )
     .await;
     assert!(accepted.len() > 10);
+    let job = app.wait_terminal(&through, Duration::from_secs(180)).await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    let finished = OffsetDateTime::parse(job["finished_at"].as_str().unwrap(), &Rfc3339).unwrap();
+    let restarted_at = restarted_at.expect("Postgres was restarted in the loop");
+    assert!(
+        finished > restarted_at,
+        "the compile that ran through the outage finished before it ended: {job:#}"
+    );
     for id in &accepted {
         let job = app.wait_terminal(id, Duration::from_secs(180)).await;
         assert_eq!(job["status"], "Succeeded", "{job:#}");
