@@ -48,6 +48,12 @@ impl Program {
     }
 }
 
+/// This process's environment as a program's: the driver and the conversions run with exactly
+/// what the supervisor gave them, and hand it on.
+pub fn inherited_environment() -> Vec<String> {
+    std::env::vars().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
 /// Starts `program` with `stdin` as its standard input and `output` as its standard output
 /// and error (each `/dev/null` when None). `prepare` runs in the child before exec: it may
 /// change the child's user, limits and confinement.

@@ -221,8 +221,12 @@ end, 'forge')";
     // A bibliography outside the work folder, and biber pointed there by an option the
     // document adds to the control file.
     let hidden = "local bib = io.open('/tmp/hidden.bib', 'w') bib:write('@book{h, title={TMPDIR-ENTRY}, author={Ann Author}, year={2020}}') bib:close()";
-    let attribute_key = format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3<bcf:option type=\"singlevalued\"><bcf:key content=\"input_directory\"/><bcf:value>/tmp</bcf:value></bcf:option>}}}}\\makeatother");
-    let redirect = format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3\\blx@xml@svalue{{input_directory}}{{/tmp}}}}}}\\makeatother");
+    // A preamble that writes that bibliography and adds `option` to every options block.
+    let with_option = |option: &str| {
+        format!("\\directlua{{{hidden}}}\\makeatletter\\let\\texfleetopts\\blx@xml@options\\def\\blx@xml@options#1#2#3{{\\texfleetopts{{#1}}{{#2}}{{#3{option}}}}}\\makeatother")
+    };
+    let attribute_key = with_option("<bcf:option type=\"singlevalued\"><bcf:key content=\"input_directory\"/><bcf:value>/tmp</bcf:value></bcf:option>");
+    let redirect = with_option("\\blx@xml@svalue{input_directory}{/tmp}");
     vec![
         // biber evaluated sourcemap replacements as Perl (s///ee): the image's biber is patched.
         Case { files: refs.clone(), text_contains: Some("BIBER-EVAL"), ..case("biber sourcemap replace runs Perl", "pdflatex",

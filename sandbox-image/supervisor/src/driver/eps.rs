@@ -101,7 +101,7 @@ pub fn convert_for_xdvipdfmx() -> io::Result<()> {
     };
     let (output, input) = checked_conversion(output, input)
         .ok_or_else(|| io::Error::other(format!("refused a conversion of {args:?}")))?;
-    let environment: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+    let environment = process::inherited_environment();
     let program = ghostscript(Path::new(&input), Path::new(&output), &environment);
     match process::run(&program, None, &limits(XDVIPDFMX_CPU_SECONDS))? {
         exit if exit.success() => Ok(()),

@@ -73,7 +73,7 @@ pub fn run() -> io::Result<()> {
     let engine = Engine::parse(&spec.engine)
         .ok_or_else(|| io::Error::other(format!("unknown engine {:?}", spec.engine)))?;
     // The supervisor gave this process exactly the compile's environment.
-    let environment: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+    let environment = process::inherited_environment();
     let mut tools = Tools::new(environment.clone());
     tools
         .trace
