@@ -1,13 +1,14 @@
 //! texfleet's HTTP API (CONTRACT.md). It only reads and writes Postgres and reads S3: accepting
 //! a job is one insert, so `POST /compile` answers at once and survives any scheduler outage.
 //!
-//! - [`routes`]: the handlers;
+//! - [`routes`]: the handlers; [`downloads`]: the PDF and the log, with their `ETag`s;
 //! - [`request`]: checking the body of `POST /compile`;
 //! - [`auth`]: Bearer tokens;
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
 //! - [`problem`]: errors as `application/problem+json`, and request ids.
 
 mod auth;
+mod downloads;
 mod events;
 mod metrics;
 mod problem;
@@ -65,8 +66,8 @@ fn router(state: AppState) -> Router {
         .routes(routes!(routes::readyz))
         .routes(routes!(routes::submit))
         .routes(routes!(routes::get_job, routes::cancel))
-        .routes(routes!(routes::get_pdf))
-        .routes(routes!(routes::get_log))
+        .routes(routes!(downloads::get_pdf))
+        .routes(routes!(downloads::get_log))
         .routes(routes!(routes::list))
         .routes(routes!(metrics::serve))
         .split_for_parts();

@@ -1,5 +1,5 @@
-//! The API's metrics: requests and latency by route template, method and status, and jobs
-//! submitted. Label values are bounded: routes are templates (`/compile/{id}`), never ids.
+//! The API's metrics: requests and latency by route template, method and status, jobs
+//! submitted, and the result cache's hits and misses. Label values are bounded: routes are templates (`/compile/{id}`), never ids.
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method};
@@ -53,10 +53,23 @@ pub static JOBS_SUBMITTED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static RESULT_CACHE: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_result_cache_total",
+        "Submissions that looked for an identical earlier result: hit (reused, no compile) or miss.",
+        &["result"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 /// Registers every metric, submissions per engine at zero, so that a scrape shows every name.
 pub fn init() {
     LazyLock::force(&HTTP_REQUESTS);
     LazyLock::force(&HTTP_DURATION);
+    for result in ["hit", "miss"] {
+        RESULT_CACHE.with_label_values(&[result]);
+    }
     for engine in Engine::VARIANTS {
         JOBS_SUBMITTED.with_label_values(&[engine.as_str()]);
     }

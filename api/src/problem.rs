@@ -168,8 +168,27 @@ impl Problem {
         )
     }
 
-    pub fn conflict(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::CONFLICT, "conflict", detail)
+    /// The `Idempotency-Key` was used in this project for another request: the original job.
+    pub fn idempotency_conflict(original: Uuid) -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "idempotency_conflict",
+            format!("the Idempotency-Key was used for job {original} with a different request"),
+        )
+    }
+
+    /// An output of a job that has none (yet).
+    pub fn not_ready(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::CONFLICT, "not_ready", detail)
+    }
+
+    /// A cancellation of a job that has already ended.
+    pub fn already_finished(status: &str) -> Problem {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "already_finished",
+            format!("the job is already {status}"),
+        )
     }
 
     pub fn rate_limited(retry_after_seconds: u64) -> Problem {

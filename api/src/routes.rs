@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 use texfleet_core::db::{self, Cancellation, Submitted};
 use texfleet_core::model::{Job, JobStatus};
-use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
 /// The process is alive.
@@ -44,7 +43,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Va
     ),
     responses(
         (status = 202, description = "Queued", body = Job),
-        (status = 200, description = "Terminal within the Prefer wait, or an idempotent replay", body = Job),
+        (status = 200, description = "Terminal within the Prefer wait, an idempotent replay, or an identical earlier result reused (reused_from)", body = Job),
         (status = 400, description = "The body is not JSON", content_type = "application/problem+json", body = ProblemBody),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "The Idempotency-Key was used with another body", content_type = "application/problem+json", body = ProblemBody),
@@ -103,23 +102,37 @@ pub async fn submit(
     });
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
-    let submitted = db::insert_job(
-        &*transaction,
-        &new_job,
-        config.max_attempts,
-        config.max_queued_per_project,
-        idempotency,
-    )
-    .await?;
+    let admission = db::Admission {
+        max_attempts: config.max_attempts,
+        max_queued: config.max_queued_per_project,
+        result_cache: config.result_cache,
+        retention_days: config.retention_days,
+        scheduler_live_seconds: config.lease_seconds,
+    };
+    let submitted = db::insert_job(&*transaction, &new_job, &admission, idempotency).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
     drop(client);
+    let looked_up = new_job.use_cache && config.result_cache;
     let (job, status) = match submitted {
         Submitted::New(job) => {
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job queued");
             crate::metrics::JOBS_SUBMITTED
                 .with_label_values(&[job.engine.as_str()])
                 .inc();
+            if looked_up {
+                crate::metrics::RESULT_CACHE
+                    .with_label_values(&["miss"])
+                    .inc();
+            }
             (job, StatusCode::ACCEPTED)
+        }
+        // Complete already: answered as a finished job is.
+        Submitted::Reused(job) => {
+            tracing::info!(job_id = %job.id, reused_from = ?job.reused_from, "result reused");
+            crate::metrics::RESULT_CACHE
+                .with_label_values(&["hit"])
+                .inc();
+            (job, StatusCode::OK)
         }
         Submitted::Existing {
             job,
@@ -128,12 +141,7 @@ pub async fn submit(
         Submitted::Existing {
             job,
             same_request: false,
-        } => {
-            return Err(Problem::conflict(format!(
-                "the Idempotency-Key was used for job {} with a different request",
-                job.id
-            )))
-        }
+        } => return Err(Problem::idempotency_conflict(job.id)),
         Submitted::QueueFull => return Err(Problem::queue_full(config.max_queued_per_project)),
     };
     let location = format!("/compile/{}", job.id);
@@ -189,10 +197,7 @@ pub async fn cancel(
             tracing::info!(job_id = %job.id, project_id = %job.project_id, "job cancelled");
             Ok(Json(job))
         }
-        Cancellation::AlreadyFinished(job) => Err(Problem::conflict(format!(
-            "the job is already {}",
-            job.status.as_str()
-        ))),
+        Cancellation::AlreadyFinished(job) => Err(Problem::already_finished(job.status.as_str())),
     }
 }
 
@@ -229,68 +234,6 @@ async fn respond_after_wait(
         Json(job),
     )
         .into_response())
-}
-
-/// The PDF of a Succeeded job, streamed from object storage.
-#[utoipa::path(get, path = "/compile/{id}/pdf", tag = "compile", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Job id")),
-    responses(
-        (status = 200, description = "The PDF", content_type = "application/pdf", body = Vec<u8>),
-        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
-        (status = 409, description = "The job has not Succeeded", content_type = "application/problem+json", body = ProblemBody),
-        AuthenticatedProblems,
-    ))]
-pub async fn get_pdf(
-    State(state): State<AppState>,
-    auth: Authenticated,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let job = find_job(&state, &auth, &id).await?;
-    let key = match (job.status, job.pdf_storage_key) {
-        (JobStatus::Succeeded, Some(key)) => key,
-        (status, _) => {
-            return Err(Problem::conflict(format!(
-                "the job is {}; a PDF exists only once it has Succeeded",
-                status.as_str()
-            )))
-        }
-    };
-    let object = state.storage.get(&key).await?;
-    let mut response =
-        Body::from_stream(ReaderStream::new(object.body.into_async_read())).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/pdf"),
-    );
-    if let Some(length) = object.content_length {
-        headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from(length));
-    }
-    Ok(response)
-}
-
-/// The compile log of a finished job.
-#[utoipa::path(get, path = "/compile/{id}/log", tag = "compile", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Job id")),
-    responses(
-        (status = 200, description = "The log", content_type = "text/plain", body = String),
-        (status = 404, description = "No such job in this project, or no log yet", content_type = "application/problem+json", body = ProblemBody),
-        AuthenticatedProblems,
-    ))]
-pub async fn get_log(
-    State(state): State<AppState>,
-    auth: Authenticated,
-    Path(id): Path<String>,
-) -> Result<Response, Problem> {
-    let job = find_job(&state, &auth, &id).await?;
-    let Some(key) = job.log_storage_key else {
-        return Err(Problem::not_found(format!(
-            "the job is {} and has no log yet",
-            job.status.as_str()
-        )));
-    };
-    let log = state.storage.get_bytes(&key).await?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response())
 }
 
 /// A project's jobs, newest first.
@@ -363,7 +306,11 @@ pub async fn method_not_allowed() -> Problem {
 
 /// A job of the caller's project. A malformed id, an unknown id and another project's job are
 /// all the same `404`, so that ids of other projects cannot be probed.
-async fn find_job(state: &AppState, auth: &Authenticated, id: &str) -> Result<Job, Problem> {
+pub(crate) async fn find_job(
+    state: &AppState,
+    auth: &Authenticated,
+    id: &str,
+) -> Result<Job, Problem> {
     let missing = || Problem::not_found("no such job");
     let id = Uuid::parse_str(id).map_err(|_| missing())?;
     read_job(state, auth, id).await?.ok_or_else(missing)

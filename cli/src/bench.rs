@@ -113,7 +113,7 @@ async fn measure(
         let mut phases = Phases::default();
         for _ in 0..args.runs {
             let started = Instant::now();
-            let job = submit(&client, document, true).await?;
+            let job = submit(&client, document, true, false).await?;
             ensure!(
                 job["status"] == "Succeeded",
                 "{} ended {}",
@@ -140,6 +140,23 @@ async fn measure(
         println!(
             "           where the time goes (means): {}",
             phases.summary(args.runs)
+        );
+        let mut resubmitted = Vec::new();
+        for _ in 0..args.runs {
+            let started = Instant::now();
+            let job = submit(&client, document, true, true).await?;
+            ensure!(
+                !job["reused_from"].is_null(),
+                "an unchanged {} was compiled again: {job}",
+                document.name
+            );
+            resubmitted.push(started.elapsed());
+        }
+        let resubmitted_p50 = percentile(&resubmitted, 0.5);
+        println!(
+            "           unchanged resubmission (result cache): p50 {:>6.1} ms | ratio to the floor {:.3}",
+            ms(resubmitted_p50),
+            ms(resubmitted_p50) / ms(floor_p50)
         );
     }
 
@@ -179,8 +196,16 @@ async fn floor_compile(
     Ok(Duration::from_micros(micros))
 }
 
-async fn submit(client: &Client, document: &Document, wait: bool) -> anyhow::Result<Value> {
-    let mut body = json!({ "project_id": client.project(), "input_latex": document.main });
+/// Submits `document`; `cache` lets the server reuse an identical earlier result, which the
+/// compile measurements must not.
+async fn submit(
+    client: &Client,
+    document: &Document,
+    wait: bool,
+    cache: bool,
+) -> anyhow::Result<Value> {
+    let mut body =
+        json!({ "project_id": client.project(), "input_latex": document.main, "cache": cache });
     if let Some(bibliography) = document.bibliography {
         body["files"] = json!([{ "path": "refs.bib", "content": bibliography }]);
     }
@@ -191,7 +216,7 @@ async fn submit(client: &Client, document: &Document, wait: bool) -> anyhow::Res
 async fn service_throughput(client: &Client, args: &BenchArgs) -> anyhow::Result<f64> {
     let mut ids = Vec::new();
     for _ in 0..args.throughput_jobs {
-        ids.push(job_id(&submit(client, &DOCUMENTS[0], false).await?)?);
+        ids.push(job_id(&submit(client, &DOCUMENTS[0], false, false).await?)?);
     }
     let mut first_created = None;
     let mut last_finished = None;
@@ -283,7 +308,7 @@ async fn ingest_and_queue_in(
     }));
 
     let client = Client::new(&ServerArgs::new(url, secret, project));
-    let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main });
+    let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main, "cache": false });
     let sent = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
     let started = Instant::now();
@@ -333,6 +358,9 @@ async fn ingest_and_queue_in(
         pdf_storage_key: None,
         log_storage_key: None,
         duration_ms: Some(0),
+        pdf_sha256: None,
+        log_sha256: None,
+        image_id: String::new(),
     };
     let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let started = Instant::now();

@@ -48,7 +48,7 @@ pub async fn run(args: SoakArgs) -> anyhow::Result<()> {
     let mut submitted = Vec::new();
     for i in 0..args.jobs {
         let (kind, document, timeout, expected) = KINDS[i % KINDS.len()];
-        let body = json!({ "project_id": client.project(), "input_latex": document, "timeout_seconds": timeout });
+        let body = json!({ "project_id": client.project(), "input_latex": document, "timeout_seconds": timeout, "cache": false });
         let job = client
             .submit(&body, None)
             .await

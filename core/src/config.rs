@@ -97,6 +97,9 @@ pub struct Config {
     pub retention_days: u32,
     /// How often the scheduler looks for jobs past retention.
     pub retention_interval_seconds: u64,
+    /// Whether a submission identical to a retained `Succeeded` job of its project reuses that
+    /// job's result instead of compiling (requests opt out with `"cache": false`).
+    pub result_cache: bool,
 }
 
 impl Default for Config {
@@ -144,6 +147,7 @@ impl Default for Config {
             shutdown_grace_seconds: 30,
             retention_days: 30,
             retention_interval_seconds: 3600,
+            result_cache: true,
         }
     }
 }

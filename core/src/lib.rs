@@ -5,6 +5,7 @@
 //! Every SQL statement lives in [`db`] and every S3 call in [`storage`], so that a reader finds
 //! the whole queue protocol and the whole storage layout each in one file.
 
+pub mod cache_key;
 pub mod config;
 pub mod db;
 pub mod metrics;

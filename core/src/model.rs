@@ -116,6 +116,15 @@ pub struct Job {
     pub log_storage_key: Option<String>,
     pub error: Option<JobError>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The earlier job of the project whose result this one reused (the result cache): its
+    /// outputs are served for this job, and it ran no compile of its own.
+    #[serde(default)]
+    pub reused_from: Option<Uuid>,
+    /// Hex SHA-256 of the stored PDF and log, the strong `ETag`s of their downloads.
+    #[serde(skip)]
+    pub pdf_sha256: Option<String>,
+    #[serde(skip)]
+    pub log_sha256: Option<String>,
 }
 
 /// A source file of a job; the main document is the file named [`MAIN_FILE`].
@@ -133,6 +142,8 @@ pub struct NewJob {
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
     pub files: Vec<SourceFile>,
+    /// Whether an identical earlier job's result may stand for this one.
+    pub use_cache: bool,
 }
 
 /// A job a scheduler has claimed, with everything needed to compile it.

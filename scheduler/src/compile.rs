@@ -6,7 +6,7 @@
 use crate::collect::{collect, is_valid_pdf, Bounds};
 use crate::diagnostics;
 use crate::metrics;
-use crate::outcome::{decide, Interrupted, Observed};
+use crate::outcome::{decide, Interrupted, Observed, KILLED};
 use crate::record::record;
 use crate::stop::{JobStop, StopReason};
 use crate::upload::upload_outputs;
@@ -135,6 +135,11 @@ async fn compile_and_upload(
         max_synctex_bytes: config.max_synctex_bytes as u64,
     };
     let collected = collect(&run.stdout, &bounds);
+    let killed = run.exit_code == Some(KILLED)
+        && !(run.oom_killed || run.deadline_hit || run.stdout_overflowed);
+    if killed && collected.report.is_none() {
+        return Err(Interrupted::KilledFromOutside);
+    }
     if let Some(report) = &collected.report {
         tracing::info!(
             duration_ms = report.duration_ms,
@@ -184,6 +189,9 @@ async fn compile_and_upload(
         pdf_storage_key: None,
         log_storage_key: None,
         duration_ms: Some(duration_ms),
+        pdf_sha256: None,
+        log_sha256: None,
+        image_id: context.sandbox.image_id().to_string(),
     };
 
     upload_outputs(context, job, stop, collected.log, collected.pdf, outcome).await

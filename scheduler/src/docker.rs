@@ -76,6 +76,8 @@ enum Ended {
 pub struct Sandbox {
     pub(crate) docker: bollard::Docker,
     image: String,
+    /// The image's content id (`sha256:...`), which names exactly what compiles.
+    image_id: String,
     host_config: HostConfig,
     scheduler_id: String,
     pub(crate) deployment: String,
@@ -96,18 +98,23 @@ impl Sandbox {
         if config.sandbox_image.is_empty() {
             anyhow::bail!("sandbox_image is not set (TEXFLEET_SANDBOX_IMAGE)");
         }
-        docker
+        let image = docker
             .inspect_image(&config.sandbox_image)
             .await
             .map_err(|e| anyhow::anyhow!("sandbox image {}: {e}", config.sandbox_image))?;
         Ok(Sandbox {
             docker,
             image: config.sandbox_image.clone(),
+            image_id: image.id.unwrap_or_default(),
             host_config: host_config(config),
             scheduler_id: scheduler_id.to_string(),
             deployment: deployment.to_string(),
             removals: TaskTracker::new(),
         })
+    }
+
+    pub fn image_id(&self) -> &str {
+        &self.image_id
     }
 
     /// Runs one job: in `warm` (a pool container) when given, else in a container created now;

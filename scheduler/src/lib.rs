@@ -106,7 +106,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         },
     ));
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
-    db::heartbeat(&context.db, &owner).await?;
+    db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let pool_keeper = warm_pool
         .clone()

@@ -136,6 +136,17 @@ pub static UPLOAD_RETRIES: LazyLock<IntCounter> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static RETENTION: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_retention_jobs_total",
+        "Jobs past retention: deleted with their objects, or kept for the next run because an \
+         object could not be deleted.",
+        &["result"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 pub static RESCUES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter_with_registry!(
         "texfleet_lease_rescues_total",
@@ -181,6 +192,9 @@ pub fn init() {
     }
     for limit in ["timeout", "memory", "output"] {
         LIMITS_HIT.with_label_values(&[limit]);
+    }
+    for result in ["deleted", "kept"] {
+        RETENTION.with_label_values(&[result]);
     }
     for status in [JobStatus::Queued, JobStatus::Running] {
         QUEUE_JOBS.with_label_values(&[status.as_str()]);

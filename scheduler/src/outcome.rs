@@ -15,11 +15,18 @@ pub enum Interrupted {
     /// A failure of our infrastructure rather than of the document: worth another attempt.
     #[error("the sandbox could not be run")]
     Sandbox(#[source] DockerError),
+    /// The container was killed from outside (SIGKILL of its init, not by our deadline nor the
+    /// memory limit): nothing inside a sandbox can do that, so the host or an operator did.
+    #[error("the sandbox was stopped from outside")]
+    KilledFromOutside,
     #[error("the outputs could not be stored")]
     Storage(#[from] StorageError),
     #[error("the job was taken from this scheduler")]
     Stopped,
 }
+
+/// Exit status of a container whose init was killed by SIGKILL (128 + 9).
+pub const KILLED: i64 = 137;
 
 /// What a finished sandbox run showed.
 #[derive(Debug, Clone, Copy, Default)]

@@ -71,7 +71,11 @@ pub async fn record(
     };
     match recorded {
         Ok(Some(status)) => tracing::debug!(status = status.as_str(), "outcome recorded"),
-        Ok(None) => tracing::info!("lease not held when recording; outcome dropped"),
+        Ok(None) => {
+            tracing::info!("lease not held when recording; outcome dropped");
+            // The client may have cancelled it at any moment, even during the upload.
+            discard_outputs_of_cancelled(context, job).await;
+        }
         Err(error) => {
             tracing::error!(%error, "could not record the outcome; the lease will expire and the job run again")
         }
@@ -94,11 +98,12 @@ async fn finish_or_fall_back(
         finished => return finished.map(|held| held.map(|time| (time, outcome))),
     };
     tracing::error!(cause = %error_chain(&error), "the outcome could not be recorded; recording a failure instead");
-    for key in storage_keys(job.id) {
-        if let Err(error) = context.storage.delete(&key).await {
-            tracing::warn!(%error, key, "could not delete an unrecorded output; retention will");
-        }
-    }
+    delete_outputs(
+        context,
+        job,
+        "could not delete an unrecorded output; retention will",
+    )
+    .await;
     let fallback = Outcome {
         status: JobStatus::Failed,
         error: Some(JobError {
@@ -109,9 +114,41 @@ async fn finish_or_fall_back(
         pdf_storage_key: None,
         log_storage_key: None,
         duration_ms: outcome.duration_ms,
+        pdf_sha256: None,
+        log_sha256: None,
+        image_id: outcome.image_id,
     };
     let finished = with_db_retries(|| db::finish_job(&context.db, job.id, owner, &fallback)).await;
     finished.map(|held| held.map(|time| (time, fallback)))
+}
+
+/// Deletes what an upload stored before the client's cancellation stopped the compile, so
+/// that no object outlives the job's last state. Only for a job whose row says `Cancelled`:
+/// a stop that merely looked like a cancellation (another scheduler finished the job after
+/// our lease was lost) must not delete that scheduler's outputs.
+async fn discard_outputs_of_cancelled(context: &Context, job: &ClaimedJob) {
+    match with_db_retries(|| db::is_cancelled(&context.db, job.id)).await {
+        Ok(true) => {
+            delete_outputs(
+                context,
+                job,
+                "could not delete a cancelled job's output; retention will",
+            )
+            .await
+        }
+        Ok(false) => {}
+        Err(error) => {
+            tracing::warn!(%error, "could not read whether the job was cancelled; retention will delete its outputs")
+        }
+    }
+}
+
+async fn delete_outputs(context: &Context, job: &ClaimedJob, on_failure: &str) {
+    for key in storage_keys(job.id) {
+        if let Err(error) = context.storage.delete(&key).await {
+            tracing::warn!(%error, key, "{on_failure}");
+        }
+    }
 }
 
 fn count_finished(job: &ClaimedJob, status: JobStatus, code: Option<ErrorCode>) {

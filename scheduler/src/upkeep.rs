@@ -33,7 +33,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
     loop {
         tokio::select! {
             _ = heartbeat.tick() => {
-                if let Err(error) = db::heartbeat(&context.db, &context.owner).await {
+                if let Err(error) = db::heartbeat(&context.db, &context.owner, context.sandbox.image_id()).await {
                     tracing::warn!(%error, "could not record the heartbeat");
                 }
             }
@@ -149,13 +149,19 @@ async fn delete_expired_jobs(context: &Context) {
             for key in storage_keys(id) {
                 if let Err(error) = context.storage.delete(&key).await {
                     tracing::warn!(%error, key, "could not delete an object past retention; keeping its job");
+                    metrics::RETENTION.with_label_values(&["kept"]).inc();
                     continue 'jobs;
                 }
             }
             deletable.push(id);
         }
         match db::delete_finished_jobs(&context.db, &deletable).await {
-            Ok(deleted) => tracing::info!(deleted, "deleted jobs past retention"),
+            Ok(deleted) => {
+                metrics::RETENTION
+                    .with_label_values(&["deleted"])
+                    .inc_by(deleted);
+                tracing::info!(deleted, "deleted jobs past retention")
+            }
             Err(error) => return tracing::warn!(%error, "could not delete jobs past retention"),
         }
         if (expired.len() as i64) < RETENTION_BATCH || deletable.is_empty() {

@@ -8,6 +8,7 @@ use crate::outcome::Interrupted;
 use crate::stop::JobStop;
 use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
+use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use texfleet_core::db::Outcome;
 use texfleet_core::model::{log_storage_key, pdf_storage_key, ClaimedJob, JobStatus};
@@ -25,6 +26,7 @@ pub async fn upload_outputs(
     let uploading = Instant::now();
     if let Some(log) = log {
         let key = log_storage_key(job.id);
+        outcome.log_sha256 = Some(sha256_hex(&log));
         put(
             context,
             &key,
@@ -38,20 +40,19 @@ pub async fn upload_outputs(
     }
     if outcome.status == JobStatus::Succeeded {
         let key = pdf_storage_key(job.id);
-        put(
-            context,
-            &key,
-            pdf.unwrap_or_default(),
-            "application/pdf",
-            &origin,
-            stop,
-        )
-        .await?;
+        let pdf = pdf.unwrap_or_default();
+        outcome.pdf_sha256 = Some(sha256_hex(&pdf));
+        put(context, &key, pdf, "application/pdf", &origin, stop).await?;
         tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
     }
     metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
     Ok(outcome)
+}
+
+/// The strong `ETag` of an output: its content hash.
+fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// One PUT, retried for about half a minute of back-off unless the job is taken from us.

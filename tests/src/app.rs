@@ -19,7 +19,8 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub storage: Storage,
     pub pool: db::Pool,
-    stop: Vec<oneshot::Sender<()>>,
+    stop_api: Option<oneshot::Sender<()>>,
+    stop_scheduler: Option<oneshot::Sender<()>>,
     scheduler: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -61,6 +62,9 @@ impl TestApp {
         config.shutdown_grace_seconds = 0;
         // Tests submit hundreds of jobs at once; the rate-limit test sets its own limit.
         config.rate_limit_per_second = 0;
+        // Tests of the compile machinery submit the same document many times and need each
+        // compiled; the result cache's tests switch it on.
+        config.result_cache = false;
         // Many schedulers run in one test process: none serves metrics unless a test asks.
         config.scheduler_metrics_addr = String::new();
         adjust(&mut config);
@@ -77,10 +81,10 @@ impl TestApp {
         tokio::spawn(texfleet_api::serve(config.clone(), listener, async {
             let _ = api_stopped.await;
         }));
-        let mut stop = vec![stop_api];
+        let mut stop_scheduler = None;
         let mut scheduler = None;
         if with_scheduler {
-            let (stop_scheduler, scheduler_stopped) = oneshot::channel::<()>();
+            let (stop_scheduler_now, scheduler_stopped) = oneshot::channel::<()>();
             let mut scheduler_config = config.clone();
             if scheduler_config.scheduler_id.is_empty() {
                 scheduler_config.scheduler_id = format!("test-{}", Uuid::new_v4());
@@ -94,7 +98,7 @@ impl TestApp {
                     panic!("scheduler failed: {error:#}");
                 }
             }));
-            stop.push(stop_scheduler);
+            stop_scheduler = Some(stop_scheduler_now);
         }
 
         TestApp {
@@ -105,7 +109,8 @@ impl TestApp {
             config,
             http: reqwest::Client::new(),
             pool,
-            stop,
+            stop_api: Some(stop_api),
+            stop_scheduler,
             scheduler,
         }
     }
@@ -253,6 +258,14 @@ impl TestApp {
         );
     }
 
+    /// Starts the API's graceful shutdown (as SIGTERM does): it accepts nothing new and
+    /// answers what is in flight.
+    pub fn stop_api(&mut self) {
+        if let Some(stop) = self.stop_api.take() {
+            let _ = stop.send(());
+        }
+    }
+
     /// Submits and waits for the end (two minutes at most, for the first lualatex runs).
     pub async fn compile(&self, extra: Value) -> Value {
         let job = self.submit(extra).await;
@@ -266,7 +279,8 @@ impl Drop for TestApp {
     /// remove their containers, so that no test leaves a container behind (tests run on the
     /// multi-threaded runtime, where blocking here is allowed).
     fn drop(&mut self) {
-        for stop in self.stop.drain(..) {
+        self.stop_api();
+        if let Some(stop) = self.stop_scheduler.take() {
             let _ = stop.send(());
         }
         if let Some(scheduler) = self.scheduler.take() {

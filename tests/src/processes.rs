@@ -47,13 +47,27 @@ impl SchedulerProcess {
 
     /// Sends SIGTERM and waits for the process to exit.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.send_sigterm();
+        self.child.wait().unwrap()
+    }
+
+    /// Sends SIGTERM and returns at once.
+    pub fn send_sigterm(&self) {
         let pid = self.child.id().to_string();
         assert!(std::process::Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .unwrap()
             .success());
-        self.child.wait().unwrap()
+    }
+
+    /// Waits for the process to exit, failing after `limit`.
+    pub async fn exited(&mut self, limit: std::time::Duration) -> std::process::ExitStatus {
+        let child = &mut self.child;
+        crate::eventually_some(limit, "the scheduler exits", || {
+            std::future::ready(child.try_wait().unwrap())
+        })
+        .await
     }
 
     /// How many times this scheduler uploaded each job's PDF, from its log.
@@ -91,13 +105,51 @@ impl Drop for SchedulerProcess {
 }
 
 /// Runs `dev/<script> <action>` (`dev/pg stop`, `dev/garage start`, ...).
-pub fn dev_script(script: &str, action: &str) {
+fn dev_script(script: &str, action: &str) -> bool {
     let path = format!("{}/../dev/{script}", env!("CARGO_MANIFEST_DIR"));
-    let status = std::process::Command::new(path)
+    std::process::Command::new(path)
         .arg(action)
         .status()
-        .unwrap();
-    assert!(status.success(), "dev/{script} {action} failed");
+        .is_ok_and(|status| status.success())
+}
+
+/// A dev service stopped for a fault test (`dev/pg`, `dev/garage`): started again by
+/// [`Outage::end`] or, when the test fails first, on drop, so later tests find it running.
+pub struct Outage {
+    script: &'static str,
+    over: bool,
+}
+
+impl Outage {
+    /// Stops the service; fails if it was not running, so the fault cannot silently not happen.
+    pub fn begin(script: &'static str) -> Outage {
+        assert!(dev_script(script, "stop"), "dev/{script} stop failed");
+        Outage {
+            script,
+            over: false,
+        }
+    }
+
+    pub fn end(&mut self) {
+        self.over = true;
+        assert!(
+            dev_script(self.script, "start"),
+            "dev/{} start failed",
+            self.script
+        );
+    }
+
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if !self.over {
+            dev_script(self.script, "start");
+        }
+    }
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.

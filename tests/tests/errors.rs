@@ -186,8 +186,8 @@ async fn accepted_jobs_answer_202_with_location_and_a_queued_job_has_no_pdf_yet(
 
     let fetched: Value = app.get(&location).await.json().await.unwrap();
     assert_eq!(fetched, job);
-    assert_problem(app.get(&format!("{location}/pdf")).await, 409, "conflict").await;
-    assert_problem(app.get(&format!("{location}/log")).await, 404, "not_found").await;
+    assert_problem(app.get(&format!("{location}/pdf")).await, 409, "not_ready").await;
+    assert_problem(app.get(&format!("{location}/log")).await, 409, "not_ready").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,14 +1,18 @@
-//! Three schedulers against one database and 300 jobs: every job ends exactly once.
+//! Three schedulers against one database and 300 jobs: every job ends exactly once, and the
+//! project's running cap, below the fleet's slots, holds at every moment.
 
 use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::{SchedulerProcess, TestApp};
 
 #[tokio::test(flavor = "multi_thread")]
-async fn three_schedulers_finish_three_hundred_jobs_exactly_once() {
+async fn three_schedulers_finish_three_hundred_jobs_exactly_once_within_the_project_cap() {
     let app = TestApp::spawn_api_only(|config| {
         config.scheduler_slots = 2;
-        config.max_running_per_project = 6;
+        // Six slots in all; the project may use four of them at once.
+        config.max_running_per_project = 4;
+        // No slot held back for other projects: this project alone may fill its cap.
+        config.idle_project_slots = 0;
         config.max_queued_per_project = 1000;
     })
     .await;
@@ -27,6 +31,31 @@ async fn three_schedulers_finish_three_hundred_jobs_exactly_once() {
                 .to_string(),
         );
     }
+    let most_running = tokio::spawn({
+        let pool = app.pool.clone();
+        async move {
+            let client = pool.get().await.unwrap();
+            let mut most = 0;
+            loop {
+                let row = client
+                    .query_one(
+                        "SELECT count(*) FILTER (WHERE status = 'Running'),
+                                count(*) FILTER (WHERE status IN ('Queued', 'Running'))
+                         FROM jobs",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
+                let (running, unfinished): (i64, i64) = (row.get(0), row.get(1));
+                most = most.max(running);
+                if unfinished == 0 {
+                    return most;
+                }
+                // A sample every 10 ms: a claim holds its jobs far longer.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
     for id in &ids {
         let job = app.wait_terminal(id, Duration::from_secs(600)).await;
         assert_eq!(job["status"], "Succeeded", "{job:#}");
@@ -40,6 +69,11 @@ async fn three_schedulers_finish_three_hundred_jobs_exactly_once() {
         logs.iter().all(|log| !log.is_empty()),
         "a scheduler did no work: {:?}",
         logs.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        most_running.await.unwrap(),
+        4,
+        "the project's running jobs, at their most, against its cap of 4"
     );
     let repeated = app.count_jobs("attempts <> 1").await;
     assert_eq!(repeated, 0, "jobs were claimed more than once");

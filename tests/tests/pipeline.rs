@@ -137,3 +137,42 @@ async fn an_endless_loop_times_out_within_the_limit() {
     assert!(took < limit, "took {took}s, more than {limit}s");
     assert_container_removed(id_of(&job)).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_error_with_a_pdf_succeeds_unless_halt_on_error_is_set() {
+    let app = TestApp::spawn().await;
+    let document =
+        "\\documentclass{article}\n\\begin{document}\nStill typeset\n\\undefinedmacro\n\\end{document}\n";
+    let undefined_on_line_4 = |job: &Value| {
+        job["diagnostics"].as_array().unwrap().iter().any(|d| {
+            d["severity"] == "error"
+                && d["line"] == 4
+                && d["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Undefined control sequence")
+        })
+    };
+    let tolerated = app.compile(json!({ "input_latex": document })).await;
+    assert!(undefined_on_line_4(&tolerated), "{tolerated:#}");
+    assert_succeeded_with_text(&app, &tolerated, &["Still typeset"]).await;
+
+    let halted = app
+        .compile(json!({ "input_latex": document, "halt_on_error": true }))
+        .await;
+    assert_eq!(halted["status"], "Failed", "{halted:#}");
+    assert_eq!(halted["error"]["code"], "compile_error");
+    assert!(undefined_on_line_4(&halted), "{halted:#}");
+    assert!(halted["pdf_storage_key"].is_null());
+    let pdf = app.get(&format!("/compile/{}/pdf", id_of(&halted))).await;
+    assert_eq!(pdf.status(), 409);
+    let short_id = id_of(&halted).split('-').next().unwrap();
+    assert_eq!(
+        app.storage
+            .list(&format!("compiles/{short_id}/"))
+            .await
+            .unwrap(),
+        [format!("compiles/{short_id}/output.log")],
+        "a halted job stores its log and no PDF"
+    );
+}

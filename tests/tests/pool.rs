@@ -1,10 +1,12 @@
 //! The warm pool: containers started ahead of demand, each serving exactly one job and
-//! destroyed after it, refilled in the background.
+//! destroyed after it, refilled in the background, replaced when too old or stopped, and
+//! removed when its scheduler stops.
 
 use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::{
-    container_of_running_job, eventually, eventually_some, sandbox_containers, TestApp,
+    container_of_running_job, eventually, eventually_some, sandbox_containers, SchedulerProcess,
+    TestApp,
 };
 
 /// About two seconds of TeX arithmetic, so that the job's container can be seen running.
@@ -19,6 +21,26 @@ async fn warm_containers(deployment: &str) -> Vec<String> {
         ("name", "texfleet-pool-"),
         ("status", "running"),
     ])
+    .await
+}
+
+/// The id of the deployment of `app`'s database, which labels every container of its schedulers.
+async fn deployment_of(app: &TestApp) -> String {
+    let client = app.pool.get().await.unwrap();
+    let deployment: uuid::Uuid = client
+        .query_one("SELECT id FROM deployment", &[])
+        .await
+        .unwrap()
+        .get(0);
+    deployment.to_string()
+}
+
+/// Waits until the deployment has exactly one warm container other than `not`, and returns it.
+async fn the_warm_container(deployment: &str, not: &[String], what: &str) -> String {
+    eventually_some(Duration::from_secs(60), what, || async {
+        let warm = warm_containers(deployment).await;
+        (warm.len() == 1 && !not.contains(&warm[0])).then(|| warm[0].clone())
+    })
     .await
 }
 
@@ -38,21 +60,12 @@ async fn a_warm_container_serves_exactly_one_job_and_is_replaced() {
         config.warm_pool_size = Some(1);
     })
     .await;
-    let client = app.pool.get().await.unwrap();
-    let deployment: uuid::Uuid = client
-        .query_one("SELECT id FROM deployment", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let deployment = deployment.to_string();
-    let first_warm = eventually_some(Duration::from_secs(60), "the pool is filled", || async {
-        Some(warm_containers(&deployment).await).filter(|warm| warm.len() == 1)
-    })
-    .await;
+    let deployment = deployment_of(&app).await;
+    let first_warm = the_warm_container(&deployment, &[], "the pool is filled").await;
 
     let first = run_and_see_container(&app).await;
     assert_eq!(
-        first, first_warm[0],
+        first, first_warm,
         "the job did not run in the warm container"
     );
     eventually(
@@ -61,13 +74,76 @@ async fn a_warm_container_serves_exactly_one_job_and_is_replaced() {
         || async { sandbox_containers(&[("id", &first)]).await.is_empty() },
     )
     .await;
-    let second_warm = eventually_some(Duration::from_secs(60), "the pool is refilled", || async {
-        Some(warm_containers(&deployment).await).filter(|warm| warm.len() == 1)
-    })
+    let second_warm = the_warm_container(
+        &deployment,
+        std::slice::from_ref(&first),
+        "the pool is refilled",
+    )
     .await;
-    assert_ne!(second_warm[0], first);
 
     let second = run_and_see_container(&app).await;
-    assert_eq!(second, second_warm[0]);
+    assert_eq!(second, second_warm);
     assert_ne!(second, first, "a container served two jobs");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_warm_container_too_old_or_stopped_is_replaced_and_the_next_job_runs() {
+    let app = TestApp::spawn_with(|config| {
+        config.scheduler_slots = 1;
+        config.warm_pool_size = Some(1);
+        config.warm_pool_max_age_seconds = 3;
+    })
+    .await;
+    let deployment = deployment_of(&app).await;
+    let aged = the_warm_container(&deployment, &[], "the pool is filled").await;
+    let young = the_warm_container(
+        &deployment,
+        std::slice::from_ref(&aged),
+        "the old one is replaced",
+    )
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "the old one is removed",
+        || async { sandbox_containers(&[("id", &aged)]).await.is_empty() },
+    )
+    .await;
+
+    // A warm container that died while it waited is replaced too.
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    docker
+        .kill_container(
+            &young,
+            None::<bollard::query_parameters::KillContainerOptions>,
+        )
+        .await
+        .unwrap();
+    let fresh =
+        the_warm_container(&deployment, &[aged, young], "the stopped one is replaced").await;
+    assert_eq!(run_and_see_container(&app).await, fresh);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopping_scheduler_removes_its_warm_containers() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.scheduler_slots = 2;
+        config.warm_pool_size = Some(2);
+    })
+    .await;
+    let deployment = deployment_of(&app).await;
+    let mut scheduler =
+        SchedulerProcess::spawn(&app.config, &format!("draining-{}", uuid::Uuid::new_v4()));
+    eventually(Duration::from_secs(60), "the pool is filled", || async {
+        warm_containers(&deployment).await.len() == 2
+    })
+    .await;
+    let status = scheduler.terminate();
+    assert!(status.success(), "the scheduler exited with {status}");
+    let label = format!("org.texfleet.deployment={deployment}");
+    let left = sandbox_containers(&[("label", &label)]).await;
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "containers left after the scheduler stopped"
+    );
 }

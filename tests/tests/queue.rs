@@ -4,6 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_core::storage::StorageError;
 use texfleet_e2e::{containers_of_job, eventually, TestApp, HELLO};
 
 const ENDLESS: &str = "\\loop\\iftrue\\repeat";
@@ -23,7 +24,10 @@ async fn a_queued_job_is_cancelled_at_once_and_only_once() {
     assert_eq!(cancelled["status"], "Cancelled");
     assert_eq!(cancelled["error"]["code"], "cancelled");
     assert!(cancelled["finished_at"].is_string());
-    assert_eq!(delete(&app, id).await.status(), StatusCode::CONFLICT);
+    let again = delete(&app, id).await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["code"], "already_finished", "{again:#}");
     assert_eq!(
         delete(&app, &uuid::Uuid::new_v4().to_string())
             .await
@@ -37,7 +41,8 @@ async fn a_queued_job_is_cancelled_at_once_and_only_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_jobs_container_is_killed_within_two_seconds_of_cancellation() {
-    let app = TestApp::spawn().await;
+    // One slot: the next job runs only once the scheduler is done with the cancelled one.
+    let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
     let job = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))
         .await;
@@ -56,14 +61,26 @@ async fn a_running_jobs_container_is_killed_within_two_seconds_of_cancellation()
     })
     .await;
     assert!(cancelled_at.elapsed() < Duration::from_secs(2));
-    // The scheduler must not overwrite the cancellation with an outcome of its own.
-    let job: Value = app
-        .get(&format!("/compile/{id}"))
-        .await
-        .json()
+    let cancelled: Value = response.json().await.unwrap();
+    // Once the scheduler has moved on, it has written nothing over the cancellation.
+    let next = app.compile(json!({ "input_latex": HELLO })).await;
+    assert_eq!(next["status"], "Succeeded", "{next:#}");
+    let job = app.get_json(&format!("/compile/{id}")).await;
+    assert_eq!(
+        job, cancelled,
+        "the cancelled job changed after its cancellation"
+    );
+    let short_id = id.split('-').next().unwrap();
+    let stored = app
+        .storage
+        .list(&format!("compiles/{short_id}/"))
         .await
         .unwrap();
-    assert_eq!(job["status"], "Cancelled");
+    assert_eq!(
+        stored,
+        Vec::<String>::new(),
+        "a cancelled job's outputs were stored"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -73,24 +90,42 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
     let response = app
         .post_with_headers(&app.token, "/compile", &body, &[("Prefer", "wait=60")])
         .await;
+    let answered = std::time::SystemTime::now();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["preference-applied"], "wait=60");
     assert!(response.headers().contains_key("location"));
     let job: Value = response.json().await.unwrap();
     assert_eq!(job["status"], "Succeeded", "{job:#}");
+    // The answer came when the job ended, not at the end of the wait.
+    let finished = time::OffsetDateTime::parse(
+        job["finished_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let late = time::OffsetDateTime::from(answered) - finished;
+    assert!(
+        late < time::Duration::seconds(5),
+        "answered {late} after the job finished"
+    );
 
     let body =
         json!({ "project_id": app.project_id, "input_latex": ENDLESS, "timeout_seconds": 30 });
+    let asked = Instant::now();
     let response = app
         .post_with_headers(
             &app.token,
             "/compile",
             &body,
-            &[("Prefer", "respond-async, wait=1")],
+            &[("Prefer", "respond-async, wait=2")],
         )
         .await;
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(10),
+        "the server held the answer for {waited:?}, asked for 2 s"
+    );
     assert_eq!(response.status(), StatusCode::ACCEPTED);
-    assert_eq!(response.headers()["preference-applied"], "wait=1");
+    assert_eq!(response.headers()["preference-applied"], "wait=2");
     let job: Value = response.json().await.unwrap();
     assert!(
         job["status"] == "Queued" || job["status"] == "Running",
@@ -99,41 +134,71 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
     delete(&app, job["id"].as_str().unwrap()).await;
 }
 
+async fn post_with_key(app: &TestApp, token: &str, key: &str, body: &Value) -> reqwest::Response {
+    app.post_with_headers(token, "/compile", body, &[("Idempotency-Key", key)])
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idempotency_key_returns_the_original_job_or_a_conflict() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let post = |key: &str, body: Value| {
-        app.http
-            .post(format!("{}/compile", app.url))
-            .bearer_auth(&app.token)
-            .header("Idempotency-Key", key)
-            .json(&body)
-            .send()
-    };
     let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
-    let first = post("key-1", body.clone()).await.unwrap();
+    let first = post_with_key(&app, &app.token, "key-1", &body).await;
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     let first: Value = first.json().await.unwrap();
     // The same body with its fields in another order is the same request.
     let reordered = json!({ "input_latex": HELLO, "project_id": app.project_id });
-    let replay = post("key-1", reordered).await.unwrap();
+    let replay = post_with_key(&app, &app.token, "key-1", &reordered).await;
     assert_eq!(replay.status(), StatusCode::OK);
-    assert_eq!(replay.json::<Value>().await.unwrap()["id"], first["id"]);
+    assert_eq!(replay.json::<Value>().await.unwrap(), first);
     let other = json!({ "project_id": app.project_id, "input_latex": "\\relax" });
-    assert_eq!(
-        post("key-1", other.clone()).await.unwrap().status(),
-        StatusCode::CONFLICT
+    let conflict = post_with_key(&app, &app.token, "key-1", &other).await;
+    assert_eq!(conflict.status(), StatusCode::CONFLICT);
+    let conflict: Value = conflict.json().await.unwrap();
+    assert_eq!(conflict["code"], "idempotency_conflict", "{conflict:#}");
+    assert!(
+        conflict["detail"]
+            .as_str()
+            .unwrap()
+            .contains(first["id"].as_str().unwrap()),
+        "the conflict names the original job: {conflict:#}"
     );
-    assert_eq!(
-        post("key-2", other).await.unwrap().status(),
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(
-        post("bad key", body).await.unwrap().status(),
-        StatusCode::UNPROCESSABLE_ENTITY
-    );
-    let jobs = app.count_jobs("true").await;
-    assert_eq!(jobs, 2);
+    let second = post_with_key(&app, &app.token, "key-2", &other).await;
+    assert_eq!(second.status(), StatusCode::ACCEPTED);
+    let bad = post_with_key(&app, &app.token, "bad key", &body).await;
+    assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let bad: Value = bad.json().await.unwrap();
+    assert_eq!(bad["code"], "validation_failed");
+    assert_eq!(bad["errors"][0]["field"], "Idempotency-Key", "{bad:#}");
+    assert_eq!(app.count_jobs("true").await, 2);
+
+    // Keys belong to a project: another project's "key-1" is a job of its own.
+    let (other_project, other_token) = app.other_project().await;
+    let theirs = json!({ "project_id": other_project, "input_latex": HELLO });
+    let theirs = post_with_key(&app, &other_token, "key-1", &theirs).await;
+    assert_eq!(theirs.status(), StatusCode::ACCEPTED);
+    assert_ne!(theirs.json::<Value>().await.unwrap()["id"], first["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_submissions_with_one_key_make_one_job() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
+    let answers = futures::future::join_all(
+        (0..16).map(|_| post_with_key(&app, &app.token, "one-key", &body)),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    let mut ids = Vec::new();
+    for answer in answers {
+        statuses.push(answer.status().as_u16());
+        ids.push(answer.json::<Value>().await.unwrap()["id"].clone());
+    }
+    statuses.sort();
+    assert_eq!(statuses, [[200; 15].as_slice(), &[202]].concat());
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "the answers name several jobs: {ids:?}");
+    assert_eq!(app.count_jobs("true").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,6 +286,15 @@ async fn one_project_s_backlog_does_not_starve_another() {
     }
 }
 
+/// Asserts that the store answers "no such key" for `key`, not any other failure.
+async fn assert_not_stored(app: &TestApp, key: &str) {
+    match app.storage.get_bytes(key).await {
+        Err(StorageError::NotFound(_)) => {}
+        Err(other) => panic!("{key}: {other}"),
+        Ok(_) => panic!("{key} is still stored"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
     let app = TestApp::spawn_with(|config| {
@@ -228,38 +302,46 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
         config.retention_interval_seconds = 1;
     })
     .await;
-    let old = app.compile(json!({ "input_latex": HELLO })).await;
-    assert_eq!(old["status"], "Succeeded");
+    let succeeded = app.compile(json!({ "input_latex": HELLO })).await;
+    assert_eq!(succeeded["status"], "Succeeded");
+    let failed = app
+        .compile(json!({ "input_latex": "\\documentclass{article}\\begin{document}\\undefined\\end{document}" }))
+        .await;
+    assert_eq!(failed["status"], "Failed");
+    let cancelled = app
+        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
+        .await;
+    let cancelled = delete(&app, cancelled["id"].as_str().unwrap()).await;
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    let cancelled: Value = cancelled.json().await.unwrap();
     let recent = app.compile(json!({ "input_latex": HELLO })).await;
     let queued = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
         .await;
-    let old_id: uuid::Uuid = old["id"].as_str().unwrap().parse().unwrap();
-    let client = app.pool.get().await.unwrap();
-    client
-        .execute(
-            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = $1",
-            &[&old_id],
-        )
-        .await
-        .unwrap();
+    let old = [&succeeded, &failed, &cancelled].map(|job| job["id"].as_str().unwrap().to_string());
+    let aged = app
+        .execute(&format!(
+            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id::text IN ('{}')",
+            old.join("', '")
+        ))
+        .await;
+    assert_eq!(aged, 3);
 
-    let old_key = old["pdf_storage_key"].as_str().unwrap().to_string();
-    eventually(
-        Duration::from_secs(30),
-        "the old job is deleted",
-        || async { app.get(&format!("/compile/{old_id}")).await.status() == StatusCode::NOT_FOUND },
-    )
-    .await;
-    assert!(
-        app.storage.get_bytes(&old_key).await.is_err(),
-        "the old PDF is still stored"
-    );
-    assert!(app
-        .storage
-        .get_bytes(old["log_storage_key"].as_str().unwrap())
-        .await
-        .is_err());
+    for id in &old {
+        eventually(
+            Duration::from_secs(30),
+            &format!("the old job {id} is deleted"),
+            || async { app.get(&format!("/compile/{id}")).await.status() == StatusCode::NOT_FOUND },
+        )
+        .await;
+    }
+    for key in [
+        &succeeded["pdf_storage_key"],
+        &succeeded["log_storage_key"],
+        &failed["log_storage_key"],
+    ] {
+        assert_not_stored(&app, key.as_str().unwrap()).await;
+    }
     let recent_key = recent["pdf_storage_key"].as_str().unwrap();
     assert!(
         app.storage.get_bytes(recent_key).await.is_ok(),
@@ -272,4 +354,141 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
         StatusCode::OK
     );
     delete(&app, queued["id"].as_str().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancels_racing_the_end_of_a_compile_leave_one_status_and_no_stray_objects() {
+    // One slot: once a later job has run, the scheduler is done with every earlier one.
+    let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
+    let mut cancels = Vec::new();
+    // Cancellations spread over a compile's run, its upload and its recording.
+    for delay in (0..16).map(|step| Duration::from_millis(step * 100)) {
+        let job = app.submit(json!({ "input_latex": HELLO })).await;
+        let id = job["id"].as_str().unwrap().to_string();
+        eventually(Duration::from_secs(60), "the job starts", || async {
+            app.get_json(&format!("/compile/{id}")).await["status"] != "Queued"
+        })
+        .await;
+        tokio::time::sleep(delay).await;
+        let response = delete(&app, &id).await;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        cancels.push((id, status, answer));
+    }
+    let last = app.compile(json!({ "input_latex": HELLO })).await;
+    assert_eq!(last["status"], "Succeeded", "{last:#}");
+
+    for (id, status, answer) in cancels {
+        let job = app.get_json(&format!("/compile/{id}")).await;
+        let short_id = id.split('-').next().unwrap();
+        let mut stored = app
+            .storage
+            .list(&format!("compiles/{short_id}/"))
+            .await
+            .unwrap();
+        stored.sort();
+        match status {
+            StatusCode::OK => {
+                assert_eq!(job, answer, "the cancelled job changed afterwards");
+                assert_eq!(
+                    stored,
+                    Vec::<String>::new(),
+                    "a cancelled job's outputs stayed"
+                );
+            }
+            StatusCode::CONFLICT => {
+                assert_eq!(answer["code"], "already_finished", "{answer:#}");
+                assert_eq!(job["status"], "Succeeded", "{job:#}");
+                assert_eq!(
+                    stored,
+                    [
+                        format!("compiles/{short_id}/output.log"),
+                        format!("compiles/{short_id}/output.pdf")
+                    ]
+                );
+            }
+            other => panic!("cancel answered {other}: {answer:#}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let taken = app.submit(json!({ "input_latex": HELLO })).await;
+    let taken_id = taken["id"].as_str().unwrap();
+    // Another id with the same first segment, so the same storage keys.
+    let colliding: uuid::Uuid = format!("{}-0000-4000-8000-000000000000", &taken_id[..8])
+        .parse()
+        .unwrap();
+    let fresh = uuid::Uuid::new_v4();
+    let api = texfleet_core::db::pool(&app.config, &app.config.api_database_url).unwrap();
+    let mut client = api.get().await.unwrap();
+    let transaction = texfleet_core::db::begin_project(&mut client, app.project_id)
+        .await
+        .unwrap();
+    let job = texfleet_core::model::NewJob {
+        project_id: app.project_id,
+        engine: texfleet_core::model::Engine::Pdflatex,
+        halt_on_error: false,
+        timeout_seconds: 30,
+        files: vec![texfleet_core::model::SourceFile {
+            path: "main.tex".into(),
+            content: HELLO.into(),
+        }],
+        use_cache: false,
+    };
+    let submitted =
+        texfleet_core::db::insert_job_with_ids(&*transaction, &job, None, vec![colliding, fresh])
+            .await
+            .unwrap();
+    transaction.commit().await.unwrap();
+    let texfleet_core::db::Submitted::New(inserted) = submitted else {
+        panic!("the job was not queued");
+    };
+    assert_eq!(inserted.id, fresh, "the colliding id was not drawn again");
+    assert_eq!(
+        app.get_json(&format!("/compile/{fresh}")).await["status"],
+        "Queued"
+    );
+    assert_eq!(app.get_json(&format!("/compile/{taken_id}")).await, taken);
+    assert_eq!(app.count_jobs(&format!("id = '{colliding}'")).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_shutting_down_answers_the_requests_that_wait() {
+    let mut app = TestApp::spawn_api_only(|_| {}).await;
+    let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
+    let waiting = tokio::spawn(
+        app.http
+            .post(format!("{}/compile", app.url))
+            .bearer_auth(&app.token)
+            .header("Prefer", "wait=60")
+            .json(&body)
+            .send(),
+    );
+    // The job is queued, so the request now waits for it (no scheduler runs here).
+    eventually(Duration::from_secs(10), "the job is queued", || async {
+        app.count_jobs("true").await == 1
+    })
+    .await;
+    let stopped = Instant::now();
+    app.stop_api();
+    let response = waiting
+        .await
+        .unwrap()
+        .expect("an answer, not a broken connection");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "answered {:?} after the shutdown began",
+        stopped.elapsed()
+    );
+    assert_eq!(response.status(), StatusCode::ACCEPTED);
+    let job: Value = response.json().await.unwrap();
+    assert_eq!(job["status"], "Queued", "{job:#}");
+    assert_eq!(
+        app.count_jobs("status = 'Queued'").await,
+        1,
+        "the job was lost"
+    );
 }

@@ -1,60 +1,101 @@
 //! SIGTERM: the scheduler stops claiming, lets running compiles finish within its grace period
 //! and hands the rest back to the queue, untouched, for another scheduler.
 
-use serde_json::json;
-use std::time::Duration;
-use texfleet_e2e::{containers_of_job, eventually, SchedulerProcess, TestApp, HELLO};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use texfleet_e2e::{container_of_running_job, pdf_text, SchedulerProcess, TestApp, HELLO};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_hands_unfinished_jobs_back_to_the_queue() {
-    let app = TestApp::spawn_api_only(|config| {
-        config.shutdown_grace_seconds = 2;
-        config.scheduler_slots = 1;
-    })
-    .await;
-    let mut scheduler =
-        SchedulerProcess::spawn(&app.config, &format!("stopping-{}", uuid::Uuid::new_v4()));
-    let endless = app
-        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 120 }))
-        .await;
-    let id = endless["id"].as_str().unwrap().to_string();
-    eventually(
-        Duration::from_secs(120),
-        "the compile is running",
-        || async { !containers_of_job(&id).await.is_empty() },
-    )
-    .await;
+const GRACE_SECONDS: u64 = 20;
 
-    let status = scheduler.terminate();
-    assert!(status.success(), "the scheduler exited with {status}");
-    let job = app
-        .get(&format!("/compile/{id}"))
-        .await
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
-    assert_eq!(job["status"], "Queued", "{job:#}");
-    assert!(
-        containers_of_job(&id).await.is_empty(),
-        "the handed-back compile's container is left"
-    );
+/// A compile of a few seconds: longer than the moments between its start and the signal,
+/// far shorter than the grace period.
+const BUSY_FOR_SECONDS: &str = "\\documentclass{article}\\begin{document}\\count1=0 \
+    \\loop\\advance\\count1 by 1 \\ifnum\\count1<15000000 \\repeat done counting\\end{document}";
+
+async fn lease_owner(app: &TestApp, id: &str) -> Option<String> {
     let client = app.pool.get().await.unwrap();
-    let attempts: i32 = client
+    client
         .query_one(
-            "SELECT attempts FROM jobs WHERE id = $1",
+            "SELECT lease_owner FROM jobs WHERE id = $1",
             &[&id.parse::<uuid::Uuid>().unwrap()],
         )
         .await
         .unwrap()
-        .get(0);
-    assert_eq!(attempts, 0, "a handed-back job keeps its attempts");
+        .get(0)
+}
 
-    // Another scheduler picks it up; a job submitted meanwhile runs too.
-    app.delete_as(&app.token, &format!("/compile/{id}")).await;
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_to_another() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.shutdown_grace_seconds = GRACE_SECONDS;
+        config.scheduler_slots = 2;
+        config.max_running_per_project = 2;
+        config.idle_project_slots = 0;
+    })
+    .await;
+    let mut stopping =
+        SchedulerProcess::spawn(&app.config, &format!("stopping-{}", uuid::Uuid::new_v4()));
+    let busy = app
+        .submit(json!({ "input_latex": BUSY_FOR_SECONDS, "timeout_seconds": 120 }))
+        .await;
+    let endless = app
+        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 300 }))
+        .await;
+    let (busy_id, endless_id) = (
+        busy["id"].as_str().unwrap(),
+        endless["id"].as_str().unwrap(),
+    );
+    container_of_running_job(busy_id).await;
+    container_of_running_job(endless_id).await;
+
+    stopping.send_sigterm();
+    let signalled = Instant::now();
+    let busy_then = app.get_json(&format!("/compile/{busy_id}")).await;
+    assert_eq!(busy_then["status"], "Running", "{busy_then:#}");
+    // No new claims after the signal.
     let later = app.submit(json!({ "input_latex": HELLO })).await;
-    let _next = SchedulerProcess::spawn(&app.config, &format!("next-{}", uuid::Uuid::new_v4()));
-    let job = app
+
+    let status = stopping
+        .exited(Duration::from_secs(GRACE_SECONDS + 30))
+        .await;
+    let stopped_after = signalled.elapsed();
+    assert!(status.success(), "the scheduler exited with {status}");
+    assert!(
+        stopped_after >= Duration::from_secs(GRACE_SECONDS)
+            && stopped_after < Duration::from_secs(GRACE_SECONDS + 15),
+        "the scheduler stopped {stopped_after:?} after SIGTERM, its grace is {GRACE_SECONDS} s"
+    );
+
+    // The compile that could finish within the grace did, with its PDF.
+    let busy = app.get_json(&format!("/compile/{busy_id}")).await;
+    assert_eq!(busy["status"], "Succeeded", "{busy:#}");
+    assert!(pdf_text(&app.pdf_of(busy_id).await).contains("done counting"));
+    // The endless one was handed back untouched, its container removed.
+    let endless: Value = app.get_json(&format!("/compile/{endless_id}")).await;
+    assert_eq!(endless["status"], "Queued", "{endless:#}");
+    assert_eq!(lease_owner(&app, endless_id).await, None);
+    assert_eq!(
+        app.count_jobs(&format!("id = '{endless_id}' AND attempts = 0"))
+            .await,
+        1,
+        "a handed-back job keeps its attempts"
+    );
+    assert!(texfleet_e2e::containers_of_job(endless_id).await.is_empty());
+    assert_eq!(
+        app.get_json(&format!("/compile/{}", later["id"].as_str().unwrap()))
+            .await["status"],
+        "Queued"
+    );
+
+    // Another scheduler takes the handed-back job, and the one queued meanwhile.
+    let next_id = format!("next-{}", uuid::Uuid::new_v4());
+    let _next = SchedulerProcess::spawn(&app.config, &next_id);
+    container_of_running_job(endless_id).await;
+    assert_eq!(lease_owner(&app, endless_id).await, Some(next_id));
+    let later = app
         .wait_terminal(later["id"].as_str().unwrap(), Duration::from_secs(60))
         .await;
-    assert_eq!(job["status"], "Succeeded");
+    assert_eq!(later["status"], "Succeeded", "{later:#}");
+    app.delete_as(&app.token, &format!("/compile/{endless_id}"))
+        .await;
 }

@@ -10,7 +10,7 @@ use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
 use texfleet_core::validate::{check_path, folder_conflicts, MAX_FILES};
 use uuid::Uuid;
 
-const FIELDS: &[&str] = &[
+pub(super) const FIELDS: &[&str] = &[
     "project_id",
     "input_latex",
     "latex",
@@ -18,8 +18,9 @@ const FIELDS: &[&str] = &[
     "files",
     "halt_on_error",
     "timeout_seconds",
+    "cache",
 ];
-const FILE_FIELDS: &[&str] = &["path", "content_base64", "content"];
+pub(super) const FILE_FIELDS: &[&str] = &["path", "content_base64", "content"];
 
 pub struct Limits {
     pub default_timeout_seconds: u32,
@@ -91,6 +92,15 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
         }
     };
 
+    let use_cache = match object.get("cache") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => {
+            errors.push(FieldError::new("cache", "must be a boolean"));
+            true
+        }
+    };
+
     let timeout_seconds = match object.get("timeout_seconds") {
         None | Some(Value::Null) => limits.default_timeout_seconds,
         Some(value) => match value.as_u64() {
@@ -159,6 +169,7 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
             halt_on_error,
             timeout_seconds,
             files,
+            use_cache,
         }),
         _ => Err(errors),
     }
@@ -340,67 +351,5 @@ mod tests {
             fields(parse(&body, &LIMITS).err().unwrap()),
             ["files[1].path"]
         );
-    }
-}
-
-/// The body of `POST /compile`, as the OpenAPI document shows it. [`parse`] is what checks
-/// a body; a unit test keeps the two in step.
-#[allow(dead_code)] // read by the OpenAPI derive only
-#[derive(utoipa::ToSchema)]
-pub struct CompileBody {
-    project_id: Uuid,
-    /// The main document (compiled as `main.tex`). Give this or `latex`.
-    input_latex: Option<String>,
-    /// Alias of `input_latex`.
-    latex: Option<String>,
-    engine: Option<Engine>,
-    /// Extra files beside the main document.
-    files: Option<Vec<FileBody>>,
-    /// Fail the job on the first LaTeX error. Default false.
-    halt_on_error: Option<bool>,
-    /// 1 to the operator's maximum (300 by default).
-    #[schema(minimum = 1)]
-    timeout_seconds: Option<u32>,
-}
-
-#[allow(dead_code)] // read by the OpenAPI derive only
-#[derive(utoipa::ToSchema)]
-pub struct FileBody {
-    /// Relative path of components `[A-Za-z0-9._+-]`, not starting with `.` or `-`.
-    path: String,
-    /// UTF-8 content; give this or `content_base64`.
-    content: Option<String>,
-    content_base64: Option<String>,
-}
-
-#[cfg(test)]
-mod schema_tests {
-    use super::*;
-    use utoipa::PartialSchema;
-
-    #[test]
-    fn the_documented_body_has_exactly_the_fields_parse_accepts() {
-        let schema = serde_json::to_value(CompileBody::schema()).unwrap();
-        let mut documented: Vec<String> = schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
-        documented.sort();
-        let mut accepted: Vec<String> = FIELDS.iter().map(|f| f.to_string()).collect();
-        accepted.sort();
-        assert_eq!(documented, accepted);
-        let file = serde_json::to_value(FileBody::schema()).unwrap();
-        let mut documented: Vec<&str> = file["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        documented.sort();
-        let mut accepted = FILE_FIELDS.to_vec();
-        accepted.sort();
-        assert_eq!(documented, accepted);
     }
 }

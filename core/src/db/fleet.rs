@@ -5,14 +5,15 @@
 use super::{DbResult, Pool};
 use std::collections::HashSet;
 
-/// Records that scheduler `id` is alive now.
-pub async fn heartbeat(pool: &Pool, id: &str) -> DbResult<()> {
+/// Records that scheduler `id` is alive now, running the sandbox image `image_id` (which
+/// the result cache matches against, migration V6).
+pub async fn heartbeat(pool: &Pool, id: &str, image_id: &str) -> DbResult<()> {
     pool.get()
         .await?
         .execute(
-            "INSERT INTO schedulers (id) VALUES ($1)
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
-            &[&id],
+            "INSERT INTO schedulers (id, image_id) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), image_id = $2",
+            &[&id, &image_id],
         )
         .await?;
     Ok(())

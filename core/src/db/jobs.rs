@@ -1,17 +1,19 @@
-//! Jobs as the API sees them: submit, read, cancel and list. Every function here runs inside a
-//! transaction from [`begin_project`], so that row-level security shows the API role one
-//! project's rows and no others; the `project_id` conditions below are a second line.
+//! Jobs as the API sees them: read, cancel and list ([`super::submit`] queues them). Every
+//! function here and there runs inside a transaction from [`begin_project`], so that row-level
+//! security shows the API role one project's rows and no others; the `project_id` conditions
+//! below are a second line.
 
 use super::{parsed, parsed_opt, DbError, DbResult};
-use crate::model::{Job, JobError, JobStatus, NewJob};
+use crate::model::{Job, JobError, JobStatus};
 use time::OffsetDateTime;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
-const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at, finished_at,
-    duration_ms, pdf_storage_key, log_storage_key, error_code, error_message, diagnostics";
+pub(super) const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at,
+    finished_at, duration_ms, pdf_storage_key, log_storage_key, error_code, error_message,
+    diagnostics, reused_from, pdf_sha256, log_sha256";
 
-fn job_from_row(row: &Row) -> DbResult<Job> {
+pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let error = parsed_opt(row, "error_code")?.map(|code| JobError {
         code,
         message: row
@@ -33,6 +35,9 @@ fn job_from_row(row: &Row) -> DbResult<Job> {
         error,
         diagnostics: serde_json::from_value(diagnostics)
             .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?,
+        reused_from: row.get("reused_from"),
+        pdf_sha256: row.get("pdf_sha256"),
+        log_sha256: row.get("log_sha256"),
     })
 }
 
@@ -50,127 +55,6 @@ pub async fn begin_project(
         )
         .await?;
     Ok(transaction)
-}
-
-/// An `Idempotency-Key` and the hash of the request it came with.
-pub struct Idempotency<'a> {
-    pub key: &'a str,
-    pub request_hash: &'a [u8],
-}
-
-pub enum Submitted {
-    /// A new job was queued.
-    New(Job),
-    /// The key was used before in this project; `same_request` tells a replay from a conflict.
-    Existing { job: Job, same_request: bool },
-    /// The project already has its maximum of queued jobs.
-    QueueFull,
-}
-
-/// Queues a job and its files within the caller's transaction (bound to the job's project).
-/// With an idempotency key, a job already submitted under it is returned instead. A project
-/// with `max_queued` jobs waiting gets [`Submitted::QueueFull`]. The id is random (v4) and
-/// redrawn if its first segment, which names the job's storage keys, is taken by another job.
-pub async fn insert_job(
-    transaction: &impl GenericClient,
-    job: &NewJob,
-    max_attempts: i32,
-    max_queued: i64,
-    idempotency: Option<Idempotency<'_>>,
-) -> DbResult<Submitted> {
-    if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
-        return Ok(existing);
-    }
-    if queued_jobs(transaction, job.project_id).await? >= max_queued {
-        return Ok(Submitted::QueueFull);
-    }
-    let timeout_seconds = job.timeout_seconds as i32;
-    let (key, request_hash) = match &idempotency {
-        Some(i) => (Some(i.key), Some(i.request_hash)),
-        None => (None, None),
-    };
-    let mut inserted = None;
-    for _ in 0..8 {
-        let id = Uuid::new_v4();
-        inserted = transaction
-            .query_opt(
-                &format!(
-                    "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds,
-                                       max_attempts, idempotency_key, request_hash)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                     ON CONFLICT DO NOTHING
-                     RETURNING {JOB_COLUMNS}"
-                ),
-                &[
-                    &id,
-                    &job.project_id,
-                    &job.engine.as_str(),
-                    &job.halt_on_error,
-                    &timeout_seconds,
-                    &max_attempts,
-                    &key,
-                    &request_hash,
-                ],
-            )
-            .await?;
-        if inserted.is_some() {
-            break;
-        }
-        // The conflict may be a concurrent request with the same key, committed meanwhile.
-        if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
-            return Ok(existing);
-        }
-    }
-    let row = inserted.ok_or_else(|| DbError::Corrupt("no free job id after 8 draws".into()))?;
-    let job_row = job_from_row(&row)?;
-    let paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
-    let contents: Vec<&[u8]> = job.files.iter().map(|f| f.content.as_slice()).collect();
-    transaction
-        .execute(
-            "INSERT INTO job_files (job_id, path, content)
-             SELECT $1, path, content FROM unnest($2::text[], $3::bytea[]) AS f (path, content)",
-            &[&job_row.id, &paths, &contents],
-        )
-        .await?;
-    Ok(Submitted::New(job_row))
-}
-
-async fn find_idempotent(
-    client: &impl GenericClient,
-    project_id: Uuid,
-    idempotency: &Option<Idempotency<'_>>,
-) -> DbResult<Option<Submitted>> {
-    let Some(idempotency) = idempotency else {
-        return Ok(None);
-    };
-    let row = client
-        .query_opt(
-            &format!(
-                "SELECT {JOB_COLUMNS}, request_hash FROM jobs
-                      WHERE project_id = $1 AND idempotency_key = $2"
-            ),
-            &[&project_id, &idempotency.key],
-        )
-        .await?;
-    row.map(|row| {
-        let stored_hash: Option<&[u8]> = row.get("request_hash");
-        Ok(Submitted::Existing {
-            job: job_from_row(&row)?,
-            same_request: stored_hash == Some(idempotency.request_hash),
-        })
-    })
-    .transpose()
-}
-
-/// How many jobs of a project wait in the queue (for the per-project queue limit).
-async fn queued_jobs(client: &impl GenericClient, project_id: Uuid) -> DbResult<i64> {
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM jobs WHERE project_id = $1 AND status = 'Queued'",
-            &[&project_id],
-        )
-        .await?;
-    Ok(row.get(0))
 }
 
 /// What a request to cancel a job found.

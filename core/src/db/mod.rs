@@ -1,8 +1,9 @@
 //! Every SQL statement texfleet runs, in one folder (the model is River's queue SQL):
 //!
 //! - [`tokens`]: projects and API tokens (the operator's commands, and authentication);
-//! - [`jobs`]: the API's reads and writes of jobs, always inside a transaction bound to one
-//!   project, so that row-level security shows it that project's rows only;
+//! - [`submit`] and [`jobs`]: the API's writes and reads of jobs (submission with idempotency
+//!   and the result cache; reading, cancelling, listing), always inside a transaction bound to
+//!   one project, so that row-level security shows it that project's rows only;
 //! - [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry, retention;
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
 //! - [`fleet`]: the schedulers' heartbeats.
@@ -14,6 +15,7 @@ mod fleet;
 mod jobs;
 mod notify;
 mod queue;
+mod submit;
 #[cfg(feature = "test-support")]
 mod testing;
 mod tokens;
@@ -22,6 +24,7 @@ pub use fleet::*;
 pub use jobs::*;
 pub use notify::*;
 pub use queue::*;
+pub use submit::*;
 #[cfg(feature = "test-support")]
 pub use testing::*;
 pub use tokens::*;

@@ -8,6 +8,7 @@
 //! - **finish** ([`finish_job`]), **retry** ([`retry_or_fail_job`]), **hand back**
 //!   ([`hand_back_job`]) end a lease; **rescue** ([`rescue_expired_leases`]) ends the leases
 //!   of schedulers that died;
+//! - **cancellation** ([`is_cancelled`]): whether a stopped compile's outputs are to go;
 //! - **retention** ([`expired_jobs`], [`delete_finished_jobs`]).
 
 use super::{parsed, DbError, DbResult, Pool};
@@ -181,6 +182,19 @@ pub async fn running_lease_owners(pool: &Pool, ids: &[Uuid]) -> DbResult<HashMap
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
+/// Whether the job was cancelled by its client: its outputs, if an upload finished before the
+/// compile was stopped, belong to no outcome.
+pub async fn is_cancelled(pool: &Pool, id: Uuid) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM jobs WHERE id = $1 AND status = 'Cancelled'",
+            &[&id],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
 /// The queue's depth across all schedulers.
 pub struct QueueStats {
     pub queued: i64,
@@ -210,13 +224,15 @@ pub async fn queue_stats(pool: &Pool) -> DbResult<QueueStats> {
 
 /// Finished jobs past the retention age, oldest first. Their objects are named by their ids
 /// ([`crate::model::storage_keys`]), whatever the rows recorded, so that an object uploaded
-/// for an outcome that was never recorded goes with its job too.
+/// for an outcome that was never recorded goes with its job too. A job whose outputs a
+/// younger job reuses (the result cache) waits until that job is deleted.
 pub async fn expired_jobs(pool: &Pool, retention_days: u32, limit: i64) -> DbResult<Vec<Uuid>> {
     let client = pool.get().await?;
     let rows = client
         .query(
-            "SELECT id FROM jobs
+            "SELECT id FROM jobs AS original
              WHERE finished_at < now() - make_interval(days => $1)
+               AND NOT EXISTS (SELECT 1 FROM jobs WHERE reused_from = original.id)
              ORDER BY finished_at LIMIT $2",
             &[&(retention_days as i32), &limit],
         )
@@ -244,6 +260,11 @@ pub struct Outcome {
     pub pdf_storage_key: Option<String>,
     pub log_storage_key: Option<String>,
     pub duration_ms: Option<i64>,
+    /// Hex SHA-256 of the stored PDF and log.
+    pub pdf_sha256: Option<String>,
+    pub log_sha256: Option<String>,
+    /// The sandbox image that compiled it (the result cache reuses only the same image's).
+    pub image_id: String,
 }
 
 /// Records a final outcome and returns the job's end-to-end time (submission to now), or
@@ -264,7 +285,8 @@ pub async fn finish_job(
             "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
                              lease_expires_at = NULL, error_code = $4, error_message = $5,
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
-                             duration_ms = $9
+                             duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
+                             image_id = $12
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
             &[
@@ -277,6 +299,9 @@ pub async fn finish_job(
                 &outcome.pdf_storage_key,
                 &outcome.log_storage_key,
                 &outcome.duration_ms,
+                &outcome.pdf_sha256,
+                &outcome.log_sha256,
+                &outcome.image_id,
             ],
         )
         .await?;

@@ -1,0 +1,152 @@
+//! The outputs of a job: its PDF and its log, from object storage. Each is sent with a strong
+//! `ETag`, the SHA-256 of its bytes recorded by the scheduler that stored it, so a client that
+//! has it already gets `304 Not Modified` without a read of the object store. A job that
+//! reused an earlier result (the result cache) serves that job's objects, with their hashes.
+
+use crate::auth::Authenticated;
+use crate::problem::{AuthenticatedProblems, Problem, ProblemBody};
+use crate::routes::find_job;
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use texfleet_core::model::{short_job_id, JobStatus};
+use tokio_util::io::ReaderStream;
+
+/// The PDF of a Succeeded job, streamed from object storage.
+#[utoipa::path(get, path = "/compile/{id}/pdf", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id"),
+           ("If-None-Match" = Option<String>, Header, description = "An ETag of this PDF: 304 if it is the same")),
+    responses(
+        (status = 200, description = "The PDF", content_type = "application/pdf", body = Vec<u8>),
+        (status = 304, description = "The client's copy (If-None-Match) is this PDF"),
+        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job has not Succeeded (not_ready)", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn get_pdf(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(id): Path<String>,
+    request: HeaderMap,
+) -> Result<Response, Problem> {
+    let job = find_job(&state, &auth, &id).await?;
+    let key = match (job.status, job.pdf_storage_key) {
+        (JobStatus::Succeeded, Some(key)) => key,
+        (status, _) => {
+            return Err(Problem::not_ready(format!(
+                "the job is {}; a PDF exists only once it has Succeeded",
+                status.as_str()
+            )))
+        }
+    };
+    let etag = job.pdf_sha256.as_deref().map(strong_etag);
+    if let Some(unchanged) = not_modified(&request, etag.as_ref()) {
+        return Ok(unchanged);
+    }
+    let object = state.storage.get(&key).await?;
+    let mut response =
+        Body::from_stream(ReaderStream::new(object.body.into_async_read())).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/pdf"),
+    );
+    let disposition = format!("inline; filename=\"{}.pdf\"", short_job_id(job.id));
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::try_from(disposition).expect("hex digits are a header value"),
+    );
+    if let Some(length) = object.content_length {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    if let Some(etag) = etag {
+        headers.insert(header::ETAG, etag);
+    }
+    Ok(response)
+}
+
+/// The compile log of a finished job.
+#[utoipa::path(get, path = "/compile/{id}/log", tag = "compile", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Job id"),
+           ("If-None-Match" = Option<String>, Header, description = "An ETag of this log: 304 if it is the same")),
+    responses(
+        (status = 200, description = "The log", content_type = "text/plain", body = String),
+        (status = 304, description = "The client's copy (If-None-Match) is this log"),
+        (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job has no log yet (not_ready)", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn get_log(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(id): Path<String>,
+    request: HeaderMap,
+) -> Result<Response, Problem> {
+    let job = find_job(&state, &auth, &id).await?;
+    let Some(key) = job.log_storage_key else {
+        return Err(Problem::not_ready(format!(
+            "the job is {} and has no log yet",
+            job.status.as_str()
+        )));
+    };
+    let etag = job.log_sha256.as_deref().map(strong_etag);
+    if let Some(unchanged) = not_modified(&request, etag.as_ref()) {
+        return Ok(unchanged);
+    }
+    let log = state.storage.get_bytes(&key).await?;
+    let mut response = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    Ok(response)
+}
+
+fn strong_etag(sha256: &str) -> HeaderValue {
+    HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")
+}
+
+/// `304 Not Modified` when `If-None-Match` names `etag` (or is `*`), by the weak comparison
+/// RFC 9110 asks for this header: a `W/` prefix does not matter.
+fn not_modified(request: &HeaderMap, etag: Option<&HeaderValue>) -> Option<Response> {
+    let etag = etag?;
+    let wanted = etag.to_str().ok()?;
+    let matches = request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|list| list.split(','))
+        .map(|tag| tag.trim())
+        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == wanted);
+    matches.then(|| (StatusCode::NOT_MODIFIED, [(header::ETAG, etag.clone())]).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::try_from(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn if_none_match_finds_the_tag_in_a_list_weak_or_not() {
+        let etag = strong_etag("ab12");
+        for value in ["\"ab12\"", "\"x\", \"ab12\"", "W/\"ab12\"", "*"] {
+            let answer = not_modified(&asking(value), Some(&etag)).expect(value);
+            assert_eq!(answer.status(), StatusCode::NOT_MODIFIED);
+            assert_eq!(answer.headers()[header::ETAG], etag);
+        }
+        for value in ["\"ab1\"", "ab12", "\"AB12\""] {
+            assert!(
+                not_modified(&asking(value), Some(&etag)).is_none(),
+                "{value}"
+            );
+        }
+        assert!(not_modified(&HeaderMap::new(), Some(&etag)).is_none());
+        assert!(not_modified(&asking("*"), None).is_none());
+    }
+}

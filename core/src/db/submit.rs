@@ -1,0 +1,230 @@
+//! Submitting a job: an idempotent replay, a result reused from the cache, or a new job in
+//! the queue, decided and written in the API's transaction (bound to the job's project).
+
+use super::jobs::{job_from_row, JOB_COLUMNS};
+use super::{DbError, DbResult};
+use crate::cache_key::input_hash;
+use crate::model::{Job, NewJob};
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+/// An `Idempotency-Key` and the hash of the request it came with.
+pub struct Idempotency<'a> {
+    pub key: &'a str,
+    pub request_hash: &'a [u8],
+}
+
+/// The operator's rules a submission obeys.
+pub struct Admission {
+    pub max_attempts: i32,
+    /// The most queued jobs a project may have.
+    pub max_queued: i64,
+    /// Whether a submission may reuse an identical earlier job's result.
+    pub result_cache: bool,
+    /// Jobs older than this many days are not reused (0: no retention, no age limit).
+    pub retention_days: u32,
+    /// A scheduler whose heartbeat is older than this is not counted as running an image.
+    pub scheduler_live_seconds: u64,
+}
+
+pub enum Submitted {
+    /// A new job was queued.
+    New(Job),
+    /// A new job completed at once with the outputs of an identical earlier one.
+    Reused(Job),
+    /// The key was used before in this project; `same_request` tells a replay from a conflict.
+    Existing { job: Job, same_request: bool },
+    /// The project already has its maximum of queued jobs.
+    QueueFull,
+}
+
+/// Submits a job within the caller's transaction. With an idempotency key, a job already
+/// submitted under it is returned instead. Then, unless the request or the operator opted out,
+/// a retained `Succeeded` job of the project with the same inputs, run by the image every live
+/// scheduler runs, on the same UTC day, is reused: the new job is written `Succeeded` with its
+/// outputs, and no compile runs. Otherwise a project with `max_queued` jobs waiting gets
+/// [`Submitted::QueueFull`], and the job is queued with its files. The id is random (v4) and
+/// redrawn if its first segment, which names the job's storage keys, is taken by another job.
+pub async fn insert_job(
+    transaction: &impl GenericClient,
+    job: &NewJob,
+    admission: &Admission,
+    idempotency: Option<Idempotency<'_>>,
+) -> DbResult<Submitted> {
+    insert_job_drawing_ids(transaction, job, admission, idempotency, Uuid::new_v4).await
+}
+
+/// [`insert_job`] with the ids drawn by `draw_id`, so that a test can force a collision.
+pub(crate) async fn insert_job_drawing_ids(
+    transaction: &impl GenericClient,
+    job: &NewJob,
+    admission: &Admission,
+    idempotency: Option<Idempotency<'_>>,
+    mut draw_id: impl FnMut() -> Uuid,
+) -> DbResult<Submitted> {
+    if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
+        return Ok(existing);
+    }
+    let inputs = input_hash(job);
+    let original = match job.use_cache && admission.result_cache {
+        true => find_reusable(transaction, job.project_id, &inputs, admission).await?,
+        false => None,
+    };
+    if original.is_none() && queued_jobs(transaction, job.project_id).await? >= admission.max_queued
+    {
+        return Ok(Submitted::QueueFull);
+    }
+    let (key, request_hash) = match &idempotency {
+        Some(i) => (Some(i.key), Some(i.request_hash)),
+        None => (None, None),
+    };
+    let row = 'draws: {
+        for _ in 0..8 {
+            let id = draw_id();
+            let inserted = match original {
+                Some(original) => {
+                    transaction
+                        .query_opt(
+                            &format!(
+                                "INSERT INTO jobs (id, project_id, engine, halt_on_error,
+                                     timeout_seconds, max_attempts, idempotency_key, request_hash,
+                                     input_hash, status, started_at, finished_at, duration_ms,
+                                     pdf_storage_key, log_storage_key, diagnostics, image_id,
+                                     reused_from, pdf_sha256, log_sha256)
+                                 SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2,
+                                        $3, $4, input_hash, 'Succeeded', now(), now(), duration_ms,
+                                        pdf_storage_key, log_storage_key, diagnostics, image_id,
+                                        id, pdf_sha256, log_sha256
+                                 FROM jobs WHERE id = $5
+                                 ON CONFLICT DO NOTHING
+                                 RETURNING {JOB_COLUMNS}"
+                            ),
+                            &[&id, &admission.max_attempts, &key, &request_hash, &original],
+                        )
+                        .await?
+                }
+                None => {
+                    transaction
+                        .query_opt(
+                            &format!(
+                                "INSERT INTO jobs (id, project_id, engine, halt_on_error,
+                                     timeout_seconds, max_attempts, idempotency_key, request_hash,
+                                     input_hash)
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                 ON CONFLICT DO NOTHING
+                                 RETURNING {JOB_COLUMNS}"
+                            ),
+                            &[
+                                &id,
+                                &job.project_id,
+                                &job.engine.as_str(),
+                                &job.halt_on_error,
+                                &(job.timeout_seconds as i32),
+                                &admission.max_attempts,
+                                &key,
+                                &request_hash,
+                                &inputs,
+                            ],
+                        )
+                        .await?
+                }
+            };
+            if let Some(row) = inserted {
+                break 'draws row;
+            }
+            // The conflict may be a concurrent request with the same key, committed meanwhile.
+            if let Some(existing) =
+                find_idempotent(transaction, job.project_id, &idempotency).await?
+            {
+                return Ok(existing);
+            }
+        }
+        return Err(DbError::Corrupt("no free job id after 8 draws".into()));
+    };
+    let inserted = job_from_row(&row)?;
+    if original.is_some() {
+        return Ok(Submitted::Reused(inserted));
+    }
+    insert_files(transaction, &inserted, job).await?;
+    Ok(Submitted::New(inserted))
+}
+
+async fn insert_files(transaction: &impl GenericClient, row: &Job, job: &NewJob) -> DbResult<()> {
+    let paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
+    let contents: Vec<&[u8]> = job.files.iter().map(|f| f.content.as_slice()).collect();
+    transaction
+        .execute(
+            "INSERT INTO job_files (job_id, path, content)
+             SELECT $1, path, content FROM unnest($2::text[], $3::bytea[]) AS f (path, content)",
+            &[&row.id, &paths, &contents],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The newest job of the project that a submission with `inputs` may reuse (see
+/// [`insert_job`]); a job that itself reused another is never an original.
+async fn find_reusable(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    inputs: &[u8],
+    admission: &Admission,
+) -> DbResult<Option<Uuid>> {
+    let row = client
+        .query_opt(
+            "SELECT id FROM jobs
+             WHERE project_id = $1 AND input_hash = $2
+               AND status = 'Succeeded' AND reused_from IS NULL
+               AND image_id = fleet_sandbox_image($3)
+               AND date_trunc('day', created_at, 'UTC') = date_trunc('day', now(), 'UTC')
+               AND ($4 = 0 OR finished_at > now() - make_interval(days => $4))
+             ORDER BY finished_at DESC
+             LIMIT 1",
+            &[
+                &project_id,
+                &inputs,
+                &(admission.scheduler_live_seconds as f64),
+                &(admission.retention_days as i32),
+            ],
+        )
+        .await?;
+    Ok(row.map(|row: Row| row.get(0)))
+}
+
+async fn find_idempotent(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    idempotency: &Option<Idempotency<'_>>,
+) -> DbResult<Option<Submitted>> {
+    let Some(idempotency) = idempotency else {
+        return Ok(None);
+    };
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {JOB_COLUMNS}, request_hash FROM jobs
+                      WHERE project_id = $1 AND idempotency_key = $2"
+            ),
+            &[&project_id, &idempotency.key],
+        )
+        .await?;
+    row.map(|row| {
+        let stored_hash: Option<&[u8]> = row.get("request_hash");
+        Ok(Submitted::Existing {
+            job: job_from_row(&row)?,
+            same_request: stored_hash == Some(idempotency.request_hash),
+        })
+    })
+    .transpose()
+}
+
+/// How many jobs of a project wait in the queue (for the per-project queue limit).
+async fn queued_jobs(client: &impl GenericClient, project_id: Uuid) -> DbResult<i64> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM jobs WHERE project_id = $1 AND status = 'Queued'",
+            &[&project_id],
+        )
+        .await?;
+    Ok(row.get(0))
+}
