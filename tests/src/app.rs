@@ -209,6 +209,31 @@ impl TestApp {
         client.execute(statement, &[]).await.unwrap()
     }
 
+    /// One column of the job `id`'s row, read as the owner role.
+    pub async fn job_column<T>(&self, id: &str, column: &str) -> T
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        let client = self.pool.get().await.unwrap();
+        let id: Uuid = id.parse().unwrap();
+        client
+            .query_one(&format!("SELECT {column} FROM jobs WHERE id = $1"), &[&id])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// The id of this app's deployment, which labels every container of its schedulers.
+    pub async fn deployment_id(&self) -> String {
+        let client = self.pool.get().await.unwrap();
+        let deployment: Uuid = client
+            .query_one("SELECT id FROM deployment", &[])
+            .await
+            .unwrap()
+            .get(0);
+        deployment.to_string()
+    }
+
     /// How many jobs the database holds that match `condition` (SQL over the jobs table,
     /// `true` for all), read as the owner role, past row-level security.
     pub async fn count_jobs(&self, condition: &str) -> i64 {

@@ -7,16 +7,19 @@
 //! - [`processes`]: schedulers as real processes, and the dev scripts;
 //! - [`docker`]: the sandbox containers seen from outside, and the canaries;
 //! - [`pdf`]: the text and streams of PDFs;
+//! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit.
 
 mod app;
 mod docker;
 mod pdf;
 mod processes;
+mod slow_proxy;
 mod wait;
 
 pub use app::*;
 pub use docker::*;
 pub use pdf::*;
 pub use processes::*;
+pub use slow_proxy::*;
 pub use wait::*;

@@ -12,18 +12,6 @@ use time::OffsetDateTime;
 const BUSY: &str = "\\documentclass{article}\\begin{document}\\count1=0 \
     \\loop\\advance\\count1 by 1 \\ifnum\\count1<15000000 \\repeat done counting\\end{document}";
 
-async fn attempts(app: &TestApp, id: &str) -> i32 {
-    let client = app.pool.get().await.unwrap();
-    client
-        .query_one(
-            "SELECT attempts FROM jobs WHERE id = $1",
-            &[&id.parse::<uuid::Uuid>().unwrap()],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compile_longer_than_its_lease_keeps_it_and_runs_once() {
     let lease_seconds = 2;
@@ -39,7 +27,11 @@ async fn a_compile_longer_than_its_lease_keeps_it_and_runs_once() {
         ran > time::Duration::seconds(2 * lease_seconds as i64),
         "the compile took {ran}, not longer than two leases of {lease_seconds} s"
     );
-    assert_eq!(attempts(&app, job["id"].as_str().unwrap()).await, 1);
+    assert_eq!(
+        app.job_column::<i32>(job["id"].as_str().unwrap(), "attempts")
+            .await,
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -78,7 +70,7 @@ async fn a_sandbox_that_keeps_failing_uses_up_the_attempts_and_fails_as_sandbox_
     let job = app.wait_terminal(id, Duration::from_secs(60)).await;
     assert_eq!(job["status"], "Failed", "{job:#}");
     assert_eq!(job["error"]["code"], "sandbox_error", "{job:#}");
-    assert_eq!(attempts(&app, id).await, 2);
+    assert_eq!(app.job_column::<i32>(id, "attempts").await, 2);
     // The next job runs normally: the failure was the job's containers, not the scheduler.
     let next = app.compile(json!({ "input_latex": HELLO })).await;
     assert_eq!(next["status"], "Succeeded", "{next:#}");
@@ -98,5 +90,5 @@ async fn an_object_store_down_longer_than_the_upload_retries_fails_as_storage_er
     assert_eq!(job["status"], "Failed", "{job:#}");
     assert_eq!(job["error"]["code"], "storage_error", "{job:#}");
     assert!(job["pdf_storage_key"].is_null() && job["log_storage_key"].is_null());
-    assert_eq!(attempts(&app, id).await, 1);
+    assert_eq!(app.job_column::<i32>(id, "attempts").await, 1);
 }

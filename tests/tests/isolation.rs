@@ -17,6 +17,22 @@ async fn api_role(app: &TestApp) -> tokio_postgres::Client {
     client
 }
 
+/// A transaction of the API role bound to `project`, as the API opens for each request.
+async fn as_project(
+    client: &mut tokio_postgres::Client,
+    project: uuid::Uuid,
+) -> tokio_postgres::Transaction<'_> {
+    let transaction = client.transaction().await.unwrap();
+    transaction
+        .execute(
+            "SELECT set_config('texfleet.project_id', $1, true)",
+            &[&project.to_string()],
+        )
+        .await
+        .unwrap();
+    transaction
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
     let app = TestApp::spawn_api_only(|_| {}).await;
@@ -46,14 +62,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
     );
     assert!(client.query("SELECT * FROM projects", &[]).await.is_err());
 
-    let transaction = client.transaction().await.unwrap();
-    transaction
-        .execute(
-            "SELECT set_config('texfleet.project_id', $1, true)",
-            &[&app.project_id.to_string()],
-        )
-        .await
-        .unwrap();
+    let transaction = as_project(&mut client, app.project_id).await;
     let visible: Vec<uuid::Uuid> = transaction
         .query("SELECT id FROM jobs", &[])
         .await
@@ -122,14 +131,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
             "moved a job into another project",
         ),
     ] {
-        let transaction = client.transaction().await.unwrap();
-        transaction
-            .execute(
-                "SELECT set_config('texfleet.project_id', $1, true)",
-                &[&app.project_id.to_string()],
-            )
-            .await
-            .unwrap();
+        let transaction = as_project(&mut client, app.project_id).await;
         let changed = transaction.execute(&statement, &[]).await;
         assert!(matches!(changed, Ok(0) | Err(_)), "{why}: {changed:?}");
     }

@@ -24,17 +24,6 @@ async fn warm_containers(deployment: &str) -> Vec<String> {
     .await
 }
 
-/// The id of the deployment of `app`'s database, which labels every container of its schedulers.
-async fn deployment_of(app: &TestApp) -> String {
-    let client = app.pool.get().await.unwrap();
-    let deployment: uuid::Uuid = client
-        .query_one("SELECT id FROM deployment", &[])
-        .await
-        .unwrap()
-        .get(0);
-    deployment.to_string()
-}
-
 /// Waits until the deployment has exactly one warm container other than `not`, and returns it.
 async fn the_warm_container(deployment: &str, not: &[String], what: &str) -> String {
     eventually_some(Duration::from_secs(60), what, || async {
@@ -60,7 +49,7 @@ async fn a_warm_container_serves_exactly_one_job_and_is_replaced() {
         config.warm_pool_size = Some(1);
     })
     .await;
-    let deployment = deployment_of(&app).await;
+    let deployment = app.deployment_id().await;
     let first_warm = the_warm_container(&deployment, &[], "the pool is filled").await;
 
     let first = run_and_see_container(&app).await;
@@ -94,7 +83,7 @@ async fn a_warm_container_too_old_or_stopped_is_replaced_and_the_next_job_runs()
         config.warm_pool_max_age_seconds = 3;
     })
     .await;
-    let deployment = deployment_of(&app).await;
+    let deployment = app.deployment_id().await;
     let aged = the_warm_container(&deployment, &[], "the pool is filled").await;
     let young = the_warm_container(
         &deployment,
@@ -130,7 +119,7 @@ async fn a_stopping_scheduler_removes_its_warm_containers() {
         config.warm_pool_size = Some(2);
     })
     .await;
-    let deployment = deployment_of(&app).await;
+    let deployment = app.deployment_id().await;
     let mut scheduler =
         SchedulerProcess::spawn(&app.config, &format!("draining-{}", uuid::Uuid::new_v4()));
     eventually(Duration::from_secs(60), "the pool is filled", || async {

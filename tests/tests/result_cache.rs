@@ -209,3 +209,63 @@ async fn downloads_carry_strong_etags_that_answer_if_none_match_with_304() {
         assert_eq!(other.bytes().await.unwrap(), bytes);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retention_keeps_an_original_until_no_job_reuses_it() {
+    let app = TestApp::spawn_with(|config| {
+        config.result_cache = true;
+        config.retention_days = 1;
+        config.retention_interval_seconds = 1;
+    })
+    .await;
+    let original = app.compile(json!({ "input_latex": HELLO })).await;
+    let mut body = json!({ "project_id": app.project_id, "input_latex": HELLO });
+    let reused: Value = app.post_compile(&body).await.json().await.unwrap();
+    assert_eq!(reused["reused_from"], original["id"], "{reused:#}");
+    body["input_latex"] = json!(format!("{HELLO}%"));
+    let unrelated = app
+        .compile(json!({ "input_latex": body["input_latex"] }))
+        .await;
+    let age = |jobs: &[&Value]| {
+        let ids: Vec<&str> = jobs.iter().map(|job| id_of(job)).collect();
+        let statement = format!(
+            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id::text IN ('{}')",
+            ids.join("', '")
+        );
+        let app = &app;
+        async move { app.execute(&statement).await }
+    };
+    let gone = |job: &Value| {
+        let path = format!("/compile/{}", id_of(job));
+        let app = &app;
+        async move { app.get(&path).await.status() == 404 }
+    };
+    // Once a retention run has deleted the unrelated job, it has passed over the original.
+    age(&[&original, &unrelated]).await;
+    texfleet_e2e::eventually(
+        std::time::Duration::from_secs(30),
+        "a retention run",
+        || gone(&unrelated),
+    )
+    .await;
+    assert!(
+        !gone(&original).await,
+        "an original was deleted while a job reuses it"
+    );
+    assert_eq!(
+        app.pdf_of(id_of(&reused)).await,
+        app.pdf_of(id_of(&original)).await
+    );
+    age(&[&reused]).await;
+    texfleet_e2e::eventually(
+        std::time::Duration::from_secs(30),
+        "both are deleted",
+        || async { gone(&reused).await && gone(&original).await },
+    )
+    .await;
+    let key = original["pdf_storage_key"].as_str().unwrap();
+    assert!(
+        app.storage.get_bytes(key).await.is_err(),
+        "the original's PDF is still stored"
+    );
+}

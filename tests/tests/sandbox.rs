@@ -91,12 +91,7 @@ async fn leftover(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_others() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let client = app.pool.get().await.unwrap();
-    let deployment: uuid::Uuid = client
-        .query_one("SELECT id FROM deployment", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let deployment = app.deployment_id().await;
     let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
     let docker = bollard::Docker::connect_with_defaults()
         .unwrap()
@@ -104,7 +99,7 @@ async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_other
         .await
         .unwrap();
     let image = &app.config.sandbox_image;
-    let ours = leftover(&docker, image, &scheduler_id, &deployment.to_string()).await;
+    let ours = leftover(&docker, image, &scheduler_id, &deployment).await;
     let other_deployment = leftover(
         &docker,
         image,

@@ -12,18 +12,6 @@ const GRACE_SECONDS: u64 = 20;
 const BUSY_FOR_SECONDS: &str = "\\documentclass{article}\\begin{document}\\count1=0 \
     \\loop\\advance\\count1 by 1 \\ifnum\\count1<15000000 \\repeat done counting\\end{document}";
 
-async fn lease_owner(app: &TestApp, id: &str) -> Option<String> {
-    let client = app.pool.get().await.unwrap();
-    client
-        .query_one(
-            "SELECT lease_owner FROM jobs WHERE id = $1",
-            &[&id.parse::<uuid::Uuid>().unwrap()],
-        )
-        .await
-        .unwrap()
-        .get(0)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_to_another() {
     let app = TestApp::spawn_api_only(|config| {
@@ -73,7 +61,11 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
     // The endless one was handed back untouched, its container removed.
     let endless: Value = app.get_json(&format!("/compile/{endless_id}")).await;
     assert_eq!(endless["status"], "Queued", "{endless:#}");
-    assert_eq!(lease_owner(&app, endless_id).await, None);
+    assert_eq!(
+        app.job_column::<Option<String>>(endless_id, "lease_owner")
+            .await,
+        None
+    );
     assert_eq!(
         app.count_jobs(&format!("id = '{endless_id}' AND attempts = 0"))
             .await,
@@ -91,7 +83,11 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
     let next_id = format!("next-{}", uuid::Uuid::new_v4());
     let _next = SchedulerProcess::spawn(&app.config, &next_id);
     container_of_running_job(endless_id).await;
-    assert_eq!(lease_owner(&app, endless_id).await, Some(next_id));
+    assert_eq!(
+        app.job_column::<Option<String>>(endless_id, "lease_owner")
+            .await,
+        Some(next_id)
+    );
     let later = app
         .wait_terminal(later["id"].as_str().unwrap(), Duration::from_secs(60))
         .await;
