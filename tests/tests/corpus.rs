@@ -1,7 +1,8 @@
 //! The compatibility corpus (`tests/corpus/`): small projects of the kinds people bring from
 //! Overleaf, each compiled as one job and checked by what a reader would check: the text of the
 //! PDF (bibliographies resolved, indexes and glossaries printed, cross-references filled in),
-//! its images and embedded figures, and its fonts.
+//! its images and embedded figures, and its fonts. Each is compiled twice: the two PDFs must be
+//! the same bytes (deterministic results).
 //!
 //! Each folder holds `project/` (the files; `main.tex` is the main document) and
 //! `expect.json`: `engine`, `contains` and `lacks` (text, whitespace folded), and optionally
@@ -132,9 +133,11 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
     for entry in corpus() {
         let expect: Value =
             serde_json::from_slice(&std::fs::read(entry.join("expect.json")).unwrap()).unwrap();
-        let job = app.submit(request(&entry.join("project"), &expect)).await;
+        let request = request(&entry.join("project"), &expect);
+        let [job, again] = [app.submit(request.clone()).await, app.submit(request).await]
+            .map(|job| job["id"].as_str().unwrap().to_string());
         let name = entry.file_name().unwrap().to_string_lossy().into_owned();
-        submitted.push((name, expect, job["id"].as_str().unwrap().to_string()));
+        submitted.push((name, expect, job, again));
     }
     assert!(
         submitted.len() >= 9,
@@ -142,9 +145,19 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
         submitted.len()
     );
     let mut failures = Vec::new();
-    for (name, expect, id) in &submitted {
+    for (name, expect, id, again) in &submitted {
         let job = app.wait_terminal(id, Duration::from_secs(300)).await;
-        if let Err(problem) = check(&app, name, expect, &job).await {
+        let second = app.wait_terminal(again, Duration::from_secs(300)).await;
+        let checked = match check(&app, name, expect, &job).await {
+            Ok(()) if second["status"] != "Succeeded" => {
+                Err(format!("{name}: the second compile: {second:#}"))
+            }
+            Ok(()) if app.pdf_of(id).await != app.pdf_of(again).await => Err(format!(
+                "{name}: two compiles of the same request gave different PDFs"
+            )),
+            checked => checked,
+        };
+        if let Err(problem) = checked {
             let log = app
                 .get(&format!("/compile/{id}/log"))
                 .await

@@ -1,7 +1,8 @@
 //! A real Prometheus (Debian's package) scrapes the API and the scheduler while jobs run; its
 //! HTTP API must show, per scrape job, exactly what happened: submissions and requests from the
-//! API alone, finishes, limits, rescues, retries and containers from the scheduler alone. Every
-//! metric name the alert rules use must exist in the scrape.
+//! API alone (the result cache's hits and misses too), finishes, limits, rescues, retries and
+//! containers from the scheduler alone. Every metric name the alert rules use must exist in the
+//! scrape.
 
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -113,6 +114,8 @@ async fn prometheus_sees_exactly_what_each_process_did() {
     let app = TestApp::spawn_with(|config| {
         config.scheduler_metrics_addr = scheduler_address.clone();
         config.lease_seconds = 4;
+        // The second hello is a cache hit: answered by the API alone, compiled by nobody.
+        config.result_cache = true;
     })
     .await;
     let prometheus = start_prometheus(app.url.trim_start_matches("http://"), &scheduler_address);
@@ -173,18 +176,21 @@ async fn prometheus_sees_exactly_what_each_process_did() {
     let api = "job=\"texfleet-api\"";
     let scheduler = "job=\"texfleet-scheduler\"";
     for (promql, expected) in [
-        (format!("sum(texfleet_jobs_submitted_total{{{api}}})"), 4.0),
-        (format!("sum(texfleet_http_requests_total{{{api}, route=\"/compile\", method=\"POST\", status=\"202\"}})"), 4.0),
-        (format!("sum(texfleet_jobs_finished_total{{{scheduler}}})"), 5.0),
-        (format!("sum(texfleet_jobs_finished_total{{{scheduler}, status=\"Succeeded\"}})"), 3.0),
+        (format!("sum(texfleet_jobs_submitted_total{{{api}}})"), 3.0),
+        (format!("sum(texfleet_http_requests_total{{{api}, route=\"/compile\", method=\"POST\", status=\"202\"}})"), 3.0),
+        (format!("sum(texfleet_http_requests_total{{{api}, route=\"/compile\", method=\"POST\", status=\"200\"}})"), 1.0),
+        (format!("texfleet_result_cache_total{{{api}, result=\"hit\"}}"), 1.0),
+        (format!("texfleet_result_cache_total{{{api}, result=\"miss\"}}"), 3.0),
+        (format!("sum(texfleet_jobs_finished_total{{{scheduler}}})"), 4.0),
+        (format!("sum(texfleet_jobs_finished_total{{{scheduler}, status=\"Succeeded\"}})"), 2.0),
         (format!("texfleet_jobs_finished_total{{{scheduler}, status=\"Failed\", engine=\"pdflatex\", error_code=\"compile_error\"}}"), 1.0),
         (format!("texfleet_jobs_finished_total{{{scheduler}, status=\"TimedOut\", engine=\"pdflatex\", error_code=\"timeout\"}}"), 1.0),
         (format!("texfleet_sandbox_limits_hit_total{{{scheduler}, limit=\"timeout\"}}"), 1.0),
         (format!("texfleet_sandbox_limits_hit_total{{{scheduler}, limit=\"memory\"}}"), 0.0),
         (format!("texfleet_lease_rescues_total{{{scheduler}}}"), 1.0),
         (format!("sum(texfleet_job_retries_total{{{scheduler}}})"), 0.0),
-        (format!("sum(texfleet_job_compile_seconds_count{{{scheduler}}})"), 5.0),
-        (format!("sum(texfleet_job_end_to_end_seconds_count{{{scheduler}}})"), 5.0),
+        (format!("sum(texfleet_job_compile_seconds_count{{{scheduler}}})"), 4.0),
+        (format!("sum(texfleet_job_end_to_end_seconds_count{{{scheduler}}})"), 4.0),
         (format!("sum(texfleet_scheduler_slots{{{scheduler}}})"), app.config.scheduler_slots as f64),
         // The idle warm pool: as many containers as slots, and nothing else.
         (format!("texfleet_sandbox_containers_running{{{scheduler}}}"), app.config.scheduler_slots as f64),

@@ -251,4 +251,28 @@ async fn a_client_that_sends_a_huge_body_before_reading_gets_the_413() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
+
+    // The same with Python's urllib, which sends the whole body before it reads anything.
+    let script = format!(
+        "import urllib.request, urllib.error\n\
+         request = urllib.request.Request('{}/compile', data=b' ' * {length}, method='POST',\n\
+             headers={{'Authorization': 'Bearer {}', 'Content-Type': 'application/json'}})\n\
+         try:\n    urllib.request.urlopen(request)\n\
+         except urllib.error.HTTPError as error:\n    print(error.code, error.read().decode())\n",
+        app.url, app.token
+    );
+    let python = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let printed = String::from_utf8_lossy(&python.stdout);
+    assert!(
+        printed.starts_with("413 ") && printed.contains("payload_too_large"),
+        "urllib saw: {printed} {}",
+        String::from_utf8_lossy(&python.stderr)
+    );
 }
