@@ -107,19 +107,25 @@ fn strong_etag(sha256: &str) -> HeaderValue {
     HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")
 }
 
-/// `304 Not Modified` when `If-None-Match` names `etag` (or is `*`), by the weak comparison
-/// RFC 9110 asks for this header: a `W/` prefix does not matter.
+/// `304 Not Modified` when `If-None-Match` names `etag`, by the weak comparison RFC 9110 asks
+/// for this header (a `W/` prefix does not matter), or is `*` (the output exists: the caller
+/// checked). An output stored before hashes were recorded has no ETag but answers `*`.
 fn not_modified(request: &HeaderMap, etag: Option<&HeaderValue>) -> Option<Response> {
-    let etag = etag?;
-    let wanted = etag.to_str().ok()?;
+    let wanted = etag.and_then(|etag| etag.to_str().ok());
     let matches = request
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|list| list.split(','))
         .map(|tag| tag.trim())
-        .any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == wanted);
-    matches.then(|| (StatusCode::NOT_MODIFIED, [(header::ETAG, etag.clone())]).into_response())
+        .any(|tag| tag == "*" || Some(tag.strip_prefix("W/").unwrap_or(tag)) == wanted);
+    matches.then(|| {
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        if let Some(etag) = etag {
+            response.headers_mut().insert(header::ETAG, etag.clone());
+        }
+        response
+    })
 }
 
 #[cfg(test)]
@@ -147,6 +153,10 @@ mod tests {
             );
         }
         assert!(not_modified(&HeaderMap::new(), Some(&etag)).is_none());
-        assert!(not_modified(&asking("*"), None).is_none());
+        assert_eq!(
+            not_modified(&asking("*"), None).unwrap().status(),
+            StatusCode::NOT_MODIFIED
+        );
+        assert!(not_modified(&asking("\"ab12\""), None).is_none());
     }
 }

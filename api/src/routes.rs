@@ -14,6 +14,7 @@ use axum::Json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::time::Duration;
+use texfleet_core::cache_key::input_hash;
 use texfleet_core::db::{self, Cancellation, Submitted};
 use texfleet_core::model::{Job, JobStatus};
 use uuid::Uuid;
@@ -109,7 +110,9 @@ pub async fn submit(
         retention_days: config.retention_days,
         scheduler_live_seconds: config.lease_seconds,
     };
-    let submitted = db::insert_job(&*transaction, &new_job, &admission, idempotency).await?;
+    let inputs = input_hash(&new_job, config);
+    let submitted =
+        db::insert_job(&*transaction, &new_job, &inputs, &admission, idempotency).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
     drop(client);
     let looked_up = new_job.use_cache && config.result_cache;

@@ -2,7 +2,8 @@
 //! on the running stack (`./dev/bench`). Every figure is printed beside its floor as a ratio,
 //! so that runs on noisy machines compare. BENCHMARKS.md records the latest figures.
 //!
-//! - floor: latexmk in an already running sandbox container, nothing around it;
+//! - floor: the same compile (supervisor and compile driver) in a sandbox container started
+//!   beforehand, nothing around it: no API, queue, container start or upload;
 //! - end to end: POST to Succeeded (PDF stored) through the API, per document, p50 and p95;
 //! - throughput: hello-world jobs per second at saturation, beside the floor's on as many
 //!   containers as the scheduler has slots;
@@ -11,16 +12,14 @@
 
 use crate::client::{job_id, Client, ServerArgs};
 use anyhow::{ensure, Context as _};
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::JobStatus;
+use texfleet_core::model::{ClaimedJob, Engine, JobStatus, SourceFile, MAIN_FILE};
 use texfleet_core::{token, Config};
-use texfleet_scheduler::Sandbox;
+use texfleet_scheduler::{run_floor, start_floor, Sandbox};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -68,13 +67,6 @@ const DOCUMENTS: [Document; 3] = [
     },
 ];
 
-/// Compiles $MAIN (and $BIB as refs.bib) in a fresh directory of the container's tmpfs and
-/// prints the compile's microseconds, or nothing when no PDF came out.
-const FLOOR_SCRIPT: &str = r#"d=$(mktemp -d -p /work) && cd "$d" && printf %s "$MAIN" | base64 -d > main.tex &&
-{ [ -z "$BIB" ] || printf %s "$BIB" | base64 -d > refs.bib; } &&
-s=$(date +%s%N); latexmk -norc -pdf -interaction=nonstopmode -jobname=output main.tex >/dev/null 2>&1; e=$(date +%s%N);
-[ -s output.pdf ] && echo $(( (e - s) / 1000 )); cd /; rm -rf "$d""#;
-
 pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     let slots = config.scheduler_slots();
     println!(
@@ -85,14 +77,8 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         OffsetDateTime::now_utc().date()
     );
     let sandbox = Sandbox::connect(&config, "bench", "bench").await?;
-    let mut floors = Vec::new();
-    for _ in 0..slots {
-        floors.push(sandbox.floor_container().await?);
-    }
-    let result = measure(&config, &args, &sandbox, &floors).await;
-    for floor in &floors {
-        sandbox.discard(floor).await;
-    }
+    let result = measure(&config, &args, &sandbox, slots).await;
+    sandbox.settle().await;
     result
 }
 
@@ -100,14 +86,14 @@ async fn measure(
     config: &Config,
     args: &BenchArgs,
     sandbox: &Sandbox,
-    floors: &[String],
+    slots: usize,
 ) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
-    println!("\nend to end through the service (POST to Succeeded, PDF stored) vs the floor (latexmk in a running sandbox):");
+    println!("\nend to end through the service (POST to Succeeded, PDF stored) vs the floor (the same compile in a started sandbox):");
     for document in &DOCUMENTS {
         let mut floor = Vec::new();
         for _ in 0..args.runs {
-            floor.push(floor_compile(sandbox, &floors[0], document).await?);
+            floor.push(floor_compile(config, sandbox, document).await?);
         }
         let mut service = Vec::new();
         let mut phases = Phases::default();
@@ -161,39 +147,62 @@ async fn measure(
     }
 
     let service_rate = service_throughput(&client, args).await?;
-    let floor_rate = floor_throughput(sandbox, floors, args.throughput_jobs.min(40)).await?;
+    let floor_rate = floor_throughput(config, sandbox, slots, args.throughput_jobs.min(40)).await?;
     println!(
-        "\nthroughput at saturation ({} hello jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {} containers | {:.0}% of the floor",
+        "\nthroughput at saturation ({} hello jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers | {:.0}% of the floor",
         args.throughput_jobs,
-        floors.len(),
         100.0 * service_rate / floor_rate
     );
 
     ingest_and_queue(config, args).await
 }
 
-/// One compile in a running sandbox, timed inside it.
+/// `document` as the scheduler would have claimed it.
+fn floor_job(document: &Document) -> ClaimedJob {
+    let mut files = vec![SourceFile {
+        path: MAIN_FILE.to_string(),
+        content: document.main.as_bytes().to_vec(),
+    }];
+    if let Some(bibliography) = document.bibliography {
+        files.push(SourceFile {
+            path: "refs.bib".to_string(),
+            content: bibliography.as_bytes().to_vec(),
+        });
+    }
+    ClaimedJob {
+        id: Uuid::new_v4(),
+        project_id: Uuid::nil(),
+        engine: Engine::Pdflatex,
+        halt_on_error: false,
+        timeout_seconds: 120,
+        attempt: 1,
+        waited_seconds: 0.0,
+        source_date_epoch: 0,
+        files,
+    }
+}
+
+/// Whether a sandbox's output archive holds a PDF.
+fn has_pdf(stdout: &[u8]) -> bool {
+    stdout.windows(5).any(|bytes| bytes == b"%PDF-")
+}
+
+/// One floor compile in a started container: from the job spec written to the outputs read.
 async fn floor_compile(
+    config: &Config,
     sandbox: &Sandbox,
-    container: &str,
     document: &Document,
 ) -> anyhow::Result<Duration> {
-    let env = vec![
-        format!("MAIN={}", BASE64.encode(document.main)),
-        format!(
-            "BIB={}",
-            document
-                .bibliography
-                .map(|b| BASE64.encode(b))
-                .unwrap_or_default()
-        ),
-    ];
-    let output = sandbox.exec(container, FLOOR_SCRIPT, env).await?;
-    let micros: u64 = output
-        .trim()
-        .parse()
-        .with_context(|| format!("the floor compile of {} produced no PDF", document.name))?;
-    Ok(Duration::from_micros(micros))
+    let container = start_floor(sandbox).await?;
+    let started = Instant::now();
+    let run = run_floor(sandbox, config, container, &floor_job(document)).await?;
+    let elapsed = started.elapsed();
+    ensure!(
+        has_pdf(&run.stdout),
+        "the floor compile of {} produced no PDF",
+        document.name
+    );
+    Ok(elapsed)
 }
 
 /// Submits `document`; `cache` lets the server reuse an identical earlier result, which the
@@ -239,22 +248,33 @@ async fn service_throughput(client: &Client, args: &BenchArgs) -> anyhow::Result
 
 /// Hello-world compiles per second on `floors` containers in parallel.
 async fn floor_throughput(
+    config: &Config,
     sandbox: &Sandbox,
-    floors: &[String],
+    lanes: usize,
     total: usize,
 ) -> anyhow::Result<f64> {
-    let per_container = total.div_ceil(floors.len());
+    // Every container is started before the clock: the floor is the compiles alone.
+    let per_lane = total.div_ceil(lanes);
+    let mut containers = Vec::new();
+    for _ in 0..lanes {
+        let mut lane = Vec::new();
+        for _ in 0..per_lane {
+            lane.push(start_floor(sandbox).await?);
+        }
+        containers.push(lane);
+    }
     let started = Instant::now();
-    let runs = floors.iter().map(|container| async move {
-        for _ in 0..per_container {
-            floor_compile(sandbox, container, &DOCUMENTS[0]).await?;
+    let runs = containers.into_iter().map(|lane| async move {
+        for container in lane {
+            let run = run_floor(sandbox, config, container, &floor_job(&DOCUMENTS[0])).await?;
+            ensure!(has_pdf(&run.stdout), "a floor compile produced no PDF");
         }
         anyhow::Ok(())
     });
     for result in futures::future::join_all(runs).await {
         result?;
     }
-    Ok((per_container * floors.len()) as f64 / started.elapsed().as_secs_f64())
+    Ok((per_lane * lanes) as f64 / started.elapsed().as_secs_f64())
 }
 
 /// API ingest and the queue alone, on a database of their own that no scheduler serves.

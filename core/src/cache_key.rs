@@ -1,19 +1,34 @@
 //! The key of the result cache: a hash of everything a job's output depends on that the
-//! request decides (engine, options, every file's path and bytes). The rest of what decides
-//! it is matched beside the key in [`crate::db`]: the project, the sandbox image that ran the
-//! original, and the UTC day of submission, which sets the dates the compile writes.
+//! request or the operator's limits decide (engine, options, every file's path and bytes; the
+//! sandbox's runtime and limits, which can fail a compile that passed before). The rest of
+//! what decides it is matched beside the key in [`crate::db`]: the project, the sandbox image
+//! that ran the original, and the UTC day of submission, which sets the dates it writes.
 
 use crate::model::NewJob;
+use crate::Config;
 use sha2::{Digest, Sha256};
 
-/// SHA-256 over the job's options and its files in path order, each field length-prefixed so
-/// that no two different jobs hash the same bytes.
-pub fn input_hash(job: &NewJob) -> Vec<u8> {
+/// SHA-256 over the sandbox's settings, the job's options and its files in path order, each
+/// field length-prefixed so that no two different jobs hash the same bytes.
+pub fn input_hash(job: &NewJob, config: &Config) -> Vec<u8> {
     let mut hasher = Sha256::new();
     let mut field = |bytes: &[u8]| {
         hasher.update((bytes.len() as u64).to_be_bytes());
         hasher.update(bytes);
     };
+    field(config.sandbox_runtime.as_bytes());
+    for limit in [
+        config.sandbox_memory_mb as u64,
+        config.sandbox_pids_limit as u64,
+        config.sandbox_cpus.to_bits(),
+        config.sandbox_tmpfs_mb as u64,
+        config.max_pdf_bytes as u64,
+        config.max_log_bytes as u64,
+        config.max_synctex_bytes as u64,
+        u64::from(config.kill_grace_seconds),
+    ] {
+        field(&limit.to_be_bytes());
+    }
     field(job.engine.as_str().as_bytes());
     field(&[u8::from(job.halt_on_error)]);
     field(&job.timeout_seconds.to_be_bytes());
@@ -50,10 +65,11 @@ mod tests {
 
     #[test]
     fn the_order_of_files_does_not_matter_but_every_byte_and_option_does() {
+        let config = Config::default();
         let base = job(&[("main.tex", "x"), ("a.tex", "y")]);
         assert_eq!(
-            input_hash(&base),
-            input_hash(&job(&[("a.tex", "y"), ("main.tex", "x")]))
+            input_hash(&base, &config),
+            input_hash(&job(&[("a.tex", "y"), ("main.tex", "x")]), &config)
         );
         let mut changed = vec![
             job(&[("main.tex", "x"), ("a.tex", "z")]),
@@ -70,7 +86,17 @@ mod tests {
         longer.timeout_seconds = 31;
         changed.extend([engine, halting, longer]);
         for other in changed {
-            assert_ne!(input_hash(&base), input_hash(&other), "{:?}", other.files);
+            assert_ne!(
+                input_hash(&base, &config),
+                input_hash(&other, &config),
+                "{:?}",
+                other.files
+            );
         }
+        let tighter = Config {
+            sandbox_memory_mb: config.sandbox_memory_mb / 2,
+            ..Config::default()
+        };
+        assert_ne!(input_hash(&base, &config), input_hash(&base, &tighter));
     }
 }

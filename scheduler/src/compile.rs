@@ -5,22 +5,17 @@
 
 use crate::collect::{collect, is_valid_pdf, Bounds};
 use crate::diagnostics;
+use crate::job_spec::{job_spec, max_stdout};
 use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed, KILLED};
 use crate::record::record;
 use crate::stop::{JobStop, StopReason};
 use crate::upload::upload_outputs;
 use crate::Context;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::{ClaimedJob, Severity};
-use texfleet_sandbox::{FileSpec, JobSpec, MAIN_FILE};
 use tracing::Instrument;
-
-/// Room in the sandbox's stdout for the archive's own headers and the report.
-const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
 
 pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
     let span = tracing::info_span!("job", job_id = %job.id, project_id = %job.project_id, attempt = job.attempt);
@@ -74,32 +69,11 @@ async fn compile_and_upload(
     stop: &JobStop,
 ) -> Result<Outcome, Interrupted> {
     let config = &context.config;
-    let nonce = format!("{:032x}", rand::random::<u128>());
-    let spec = JobSpec {
-        nonce: nonce.clone(),
-        engine: job.engine.as_str().to_string(),
-        halt_on_error: job.halt_on_error,
-        timeout_seconds: job.timeout_seconds,
-        max_pdf_bytes: config.max_pdf_bytes as u64,
-        max_log_bytes: config.max_log_bytes as u64,
-        max_synctex_bytes: config.max_synctex_bytes as u64,
-        main: MAIN_FILE.to_string(),
-        source_date_epoch: job.source_date_epoch,
-        files: job
-            .files
-            .iter()
-            .map(|f| FileSpec {
-                path: f.path.clone(),
-                content_base64: BASE64.encode(&f.content),
-            })
-            .collect(),
-    };
+    let spec = job_spec(config, job);
+    let nonce = spec.nonce.clone();
     let stdin = serde_json::to_vec(&spec).expect("a job spec serializes");
     let deadline = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
-    let max_stdout = config.max_pdf_bytes
-        + config.max_log_bytes
-        + config.max_synctex_bytes
-        + ARCHIVE_OVERHEAD_BYTES;
+    let max_stdout = max_stdout(config);
     let started = Instant::now();
     let warm = context.warm_pool.as_ref().and_then(|pool| pool.take());
     let warm_label = warm.as_ref().map(|warm| warm.label.clone());

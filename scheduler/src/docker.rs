@@ -9,8 +9,6 @@
 
 use crate::isolation::{host_config, CONTAINER_USER};
 use bollard::container::LogOutput;
-use bollard::exec::StartExecResults;
-use bollard::models::ExecConfig;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -75,7 +73,6 @@ enum Ended {
 #[derive(Clone)]
 pub struct Sandbox {
     pub(crate) docker: bollard::Docker,
-    image: String,
     /// The image's content id (`sha256:...`), which names exactly what compiles.
     image_id: String,
     host_config: HostConfig,
@@ -102,10 +99,13 @@ impl Sandbox {
             .inspect_image(&config.sandbox_image)
             .await
             .map_err(|e| anyhow::anyhow!("sandbox image {}: {e}", config.sandbox_image))?;
+        let image_id = image
+            .id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("sandbox image {} has no id", config.sandbox_image))?;
         Ok(Sandbox {
             docker,
-            image: config.sandbox_image.clone(),
-            image_id: image.id.unwrap_or_default(),
+            image_id,
             host_config: host_config(config),
             scheduler_id: scheduler_id.to_string(),
             deployment: deployment.to_string(),
@@ -217,45 +217,6 @@ impl Sandbox {
         result
     }
 
-    /// Starts a sandbox container that idles (`sleep infinity`), so that compiles can be timed
-    /// in it with no service around them: the benchmark's floor. Remove it with [`Self::discard`].
-    pub async fn floor_container(&self) -> Result<String, DockerError> {
-        let label = format!("floor-{}", Uuid::new_v4());
-        let id = self
-            .create(&format!("texfleet-{label}"), &label, &["sleep", "infinity"])
-            .await?;
-        self.docker.start_container(&id, None).await?;
-        Ok(id)
-    }
-
-    /// Runs `sh -c script` in a running container with `env`, returning its stdout.
-    pub async fn exec(
-        &self,
-        container: &str,
-        script: &str,
-        env: Vec<String>,
-    ) -> Result<String, DockerError> {
-        let config = ExecConfig {
-            cmd: Some(vec!["sh".into(), "-c".into(), script.into()]),
-            env: Some(env),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            ..Default::default()
-        };
-        let exec = self.docker.create_exec(container, config).await?;
-        let mut stdout = Vec::new();
-        if let StartExecResults::Attached { mut output, .. } =
-            self.docker.start_exec(&exec.id, None).await?
-        {
-            while let Some(frame) = output.next().await {
-                if let LogOutput::StdOut { message } = frame? {
-                    stdout.extend_from_slice(&message);
-                }
-            }
-        }
-        Ok(String::from_utf8_lossy(&stdout).into_owned())
-    }
-
     /// Creates (does not start) a sandbox container with our labels and isolation.
     async fn create(
         &self,
@@ -269,7 +230,9 @@ impl Sandbox {
             (DEPLOYMENT_LABEL.to_string(), self.deployment.clone()),
         ]);
         let body = ContainerCreateBody {
-            image: Some(self.image.clone()),
+            // By id, not by tag: a tag moved meanwhile must not change what compiles under
+            // the id this scheduler records (the result cache matches on it).
+            image: Some(self.image_id.clone()),
             cmd: Some(cmd.iter().map(|arg| arg.to_string()).collect()),
             user: Some(CONTAINER_USER.to_string()),
             working_dir: Some("/work".to_string()),

@@ -4,6 +4,7 @@
 //!   every container is confined; [`inventory`]: listing them. Every Docker call is in these;
 //! - [`warm_pool`]: containers started ahead of demand;
 //! - [`compile`]: one job from claim to uploaded outputs, with its lease heartbeat;
+//!   [`job_spec`]: what the sandbox reads on stdin; [`floor`]: the benchmark's floor;
 //!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
 //!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
@@ -18,8 +19,10 @@ mod collect;
 mod compile;
 mod diagnostics;
 mod docker;
+mod floor;
 mod inventory;
 mod isolation;
+mod job_spec;
 mod metrics;
 mod outcome;
 mod record;
@@ -41,6 +44,7 @@ use uuid::Uuid;
 use warm_pool::WarmPool;
 
 pub use docker::Sandbox;
+pub use floor::{run_floor, start_floor};
 pub use inventory::count_sandbox_containers;
 pub use self_check::check_sandbox;
 

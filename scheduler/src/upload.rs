@@ -1,16 +1,16 @@
 //! Uploading a job's outputs to the object store. Each object carries its origin (the
 //! scheduler and the attempt that wrote it), so that what is stored can be traced to one
-//! compile; PUTs are retried with back-off while the job is still ours, and every retry is
-//! counted.
+//! compile; each PUT is fenced by the lease and retried with back-off while the job is still
+//! ours, and every retry is counted.
 
 use crate::metrics;
 use crate::outcome::Interrupted;
-use crate::stop::JobStop;
+use crate::stop::{JobStop, StopReason};
 use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
-use texfleet_core::db::Outcome;
+use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::{log_storage_key, pdf_storage_key, ClaimedJob, JobStatus};
 
 /// Uploads the log, and the PDF of a Succeeded job, and records their keys in `outcome`.
@@ -22,27 +22,18 @@ pub async fn upload_outputs(
     pdf: Option<Vec<u8>>,
     mut outcome: Outcome,
 ) -> Result<Outcome, Interrupted> {
-    let origin = format!("{} attempt {}", context.owner, job.attempt);
     let uploading = Instant::now();
     if let Some(log) = log {
         let key = log_storage_key(job.id);
         outcome.log_sha256 = Some(sha256_hex(&log));
-        put(
-            context,
-            &key,
-            log,
-            "text/plain; charset=utf-8",
-            &origin,
-            stop,
-        )
-        .await?;
+        put(context, job, &key, log, "text/plain; charset=utf-8", stop).await?;
         outcome.log_storage_key = Some(key);
     }
     if outcome.status == JobStatus::Succeeded {
         let key = pdf_storage_key(job.id);
         let pdf = pdf.unwrap_or_default();
         outcome.pdf_sha256 = Some(sha256_hex(&pdf));
-        put(context, &key, pdf, "application/pdf", &origin, stop).await?;
+        put(context, job, &key, pdf, "application/pdf", stop).await?;
         tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
     }
@@ -56,21 +47,29 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// One PUT, retried for about half a minute of back-off unless the job is taken from us.
+/// Fenced: the lease is renewed first, so that a scheduler that lost the job (paused past its
+/// lease, say) does not overwrite the outputs of the one that has it. A Postgres error does
+/// not stop it: the lease outlives short outages.
 async fn put(
     context: &Context,
+    job: &ClaimedJob,
     key: &str,
     bytes: Vec<u8>,
     content_type: &str,
-    origin: &str,
     stop: &JobStop,
 ) -> Result<(), Interrupted> {
+    let lease = context.config.lease_seconds;
+    if let Ok(false) = db::renew_lease(&context.db, job.id, &context.owner, lease).await {
+        stop.stop(StopReason::LeaseLost);
+    }
     if stop.token.is_cancelled() {
         return Err(Interrupted::Stopped);
     }
+    let origin = format!("{} attempt {}", context.owner, job.attempt);
     let put = || {
         context
             .storage
-            .put(key, bytes.clone(), content_type, origin)
+            .put(key, bytes.clone(), content_type, &origin)
     };
     put.retry(
         ExponentialBuilder::default()

@@ -3,7 +3,6 @@
 
 use super::jobs::{job_from_row, JOB_COLUMNS};
 use super::{DbError, DbResult};
-use crate::cache_key::input_hash;
 use crate::model::{Job, NewJob};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
@@ -38,7 +37,8 @@ pub enum Submitted {
     QueueFull,
 }
 
-/// Submits a job within the caller's transaction. With an idempotency key, a job already
+/// Submits a job within the caller's transaction; `inputs` is its result cache key
+/// ([`crate::cache_key::input_hash`]). With an idempotency key, a job already
 /// submitted under it is returned instead. Then, unless the request or the operator opted out,
 /// a retained `Succeeded` job of the project with the same inputs, run by the image every live
 /// scheduler runs, on the same UTC day, is reused: the new job is written `Succeeded` with its
@@ -48,16 +48,26 @@ pub enum Submitted {
 pub async fn insert_job(
     transaction: &impl GenericClient,
     job: &NewJob,
+    inputs: &[u8],
     admission: &Admission,
     idempotency: Option<Idempotency<'_>>,
 ) -> DbResult<Submitted> {
-    insert_job_drawing_ids(transaction, job, admission, idempotency, Uuid::new_v4).await
+    insert_job_drawing_ids(
+        transaction,
+        job,
+        inputs,
+        admission,
+        idempotency,
+        Uuid::new_v4,
+    )
+    .await
 }
 
 /// [`insert_job`] with the ids drawn by `draw_id`, so that a test can force a collision.
 pub(crate) async fn insert_job_drawing_ids(
     transaction: &impl GenericClient,
     job: &NewJob,
+    inputs: &[u8],
     admission: &Admission,
     idempotency: Option<Idempotency<'_>>,
     mut draw_id: impl FnMut() -> Uuid,
@@ -65,9 +75,8 @@ pub(crate) async fn insert_job_drawing_ids(
     if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
         return Ok(existing);
     }
-    let inputs = input_hash(job);
     let original = match job.use_cache && admission.result_cache {
-        true => find_reusable(transaction, job.project_id, &inputs, admission).await?,
+        true => find_reusable(transaction, job.project_id, inputs, admission).await?,
         false => None,
     };
     if original.is_none() && queued_jobs(transaction, job.project_id).await? >= admission.max_queued

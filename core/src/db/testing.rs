@@ -45,5 +45,5 @@ pub async fn insert_job_with_ids(
         retention_days: 0,
         scheduler_live_seconds: 0,
     };
-    insert_job_drawing_ids(transaction, job, &admission, idempotency, draw_id).await
+    insert_job_drawing_ids(transaction, job, &[], &admission, idempotency, draw_id).await
 }

@@ -1,0 +1,39 @@
+//! What the sandbox reads on its stdin for a job: the [`JobSpec`] with the job's files, its
+//! limits and a fresh nonce the report must carry back; and how much stdout a run may write.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use texfleet_core::model::ClaimedJob;
+use texfleet_core::Config;
+use texfleet_sandbox::{FileSpec, JobSpec, MAIN_FILE};
+
+/// Room in the sandbox's stdout for the archive's own headers and the report.
+const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
+
+/// The spec of one run of `job`, with a nonce drawn for this run alone.
+pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
+    JobSpec {
+        nonce: format!("{:032x}", rand::random::<u128>()),
+        engine: job.engine.as_str().to_string(),
+        halt_on_error: job.halt_on_error,
+        timeout_seconds: job.timeout_seconds,
+        max_pdf_bytes: config.max_pdf_bytes as u64,
+        max_log_bytes: config.max_log_bytes as u64,
+        max_synctex_bytes: config.max_synctex_bytes as u64,
+        main: MAIN_FILE.to_string(),
+        source_date_epoch: job.source_date_epoch,
+        files: job
+            .files
+            .iter()
+            .map(|f| FileSpec {
+                path: f.path.clone(),
+                content_base64: BASE64.encode(&f.content),
+            })
+            .collect(),
+    }
+}
+
+/// The most a run may write to stdout: every output at its cap, and the archive around them.
+pub fn max_stdout(config: &Config) -> usize {
+    config.max_pdf_bytes + config.max_log_bytes + config.max_synctex_bytes + ARCHIVE_OVERHEAD_BYTES
+}
