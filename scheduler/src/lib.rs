@@ -40,6 +40,7 @@ use texfleet_core::db::{self, Notification, Pool};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use warm_pool::WarmPool;
 
@@ -112,9 +113,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
     db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
+    let stop_pool = CancellationToken::new();
     let pool_keeper = warm_pool
         .clone()
-        .map(|pool| tokio::spawn(pool.maintain(context.clone())));
+        .map(|pool| tokio::spawn(pool.maintain(context.clone(), stop_pool.clone())));
     let metrics_server = match config.scheduler_metrics_addr.as_str() {
         "" => None,
         addr => {
@@ -187,7 +189,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
 
     upkeep.abort();
     if let (Some(keeper), Some(pool)) = (pool_keeper, &warm_pool) {
-        keeper.abort();
+        stop_pool.cancel();
         let _ = keeper.await;
         pool.drain(&context.sandbox).await;
     }

@@ -10,6 +10,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// How often the pool is checked even when nothing was taken from it.
@@ -22,9 +23,6 @@ pub struct WarmPool {
     /// Labels of every container the pool created that still exists (ready or serving a
     /// job), so that the orphan sweep knows them as ours.
     labels: Mutex<HashSet<String>>,
-    /// The label of the container being created, if one is: when shutdown aborts the
-    /// creation, Docker may still make it, and [`WarmPool::drain`] looks for it by label.
-    creating: Mutex<Option<String>>,
     taken: Notify,
 }
 
@@ -35,7 +33,6 @@ impl WarmPool {
             max_age,
             ready: Mutex::default(),
             labels: Mutex::default(),
-            creating: Mutex::default(),
             taken: Notify::new(),
         }
     }
@@ -63,19 +60,18 @@ impl WarmPool {
         self.labels.lock().expect("pool").clone()
     }
 
-    /// Keeps the pool full until the task is aborted: replaces containers that are too old or
-    /// stopped, and creates new ones after each take.
-    pub async fn maintain(self: Arc<Self>, context: Arc<Context>) {
+    /// Keeps the pool full until `stop` fires: replaces containers that are too old or
+    /// stopped, and creates new ones after each take. A creation under way is finished, never
+    /// cut short: Docker would still make a container that nobody then knows of.
+    pub async fn maintain(self: Arc<Self>, context: Arc<Context>, stop: CancellationToken) {
         let sandbox = &context.sandbox;
-        loop {
+        while !stop.is_cancelled() {
             self.retire_stale(sandbox).await;
-            while self.ready.lock().expect("pool").len() < self.size {
+            while self.ready.lock().expect("pool").len() < self.size && !stop.is_cancelled() {
                 // Known as ours before it exists, so that no orphan sweep can take it meanwhile.
                 let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
                 self.labels.lock().expect("pool").insert(label.clone());
-                *self.creating.lock().expect("pool") = Some(label.clone());
                 let warmed = sandbox.warm(&label).await;
-                *self.creating.lock().expect("pool") = None;
                 match warmed {
                     Ok(warm) => self.ready.lock().expect("pool").push_back(warm),
                     Err(error) => {
@@ -88,6 +84,7 @@ impl WarmPool {
             tokio::select! {
                 _ = self.taken.notified() => {}
                 _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+                _ = stop.cancelled() => {}
             }
         }
     }
@@ -125,21 +122,12 @@ impl WarmPool {
         }
     }
 
-    /// Removes every ready container, and the one whose creation was cut short, if any (at
-    /// shutdown, once [`WarmPool::maintain`] has ended).
+    /// Removes every ready container (at shutdown, once [`WarmPool::maintain`] has ended).
     pub async fn drain(&self, sandbox: &Sandbox) {
         let ready: VecDeque<WarmContainer> = std::mem::take(&mut *self.ready.lock().expect("pool"));
         for warm in ready {
             sandbox.discard(&warm.id).await;
             self.forget(&warm.label);
-        }
-        let creating = self.creating.lock().expect("pool").take();
-        if let Some(label) = creating {
-            let containers = sandbox.list_sandboxes().await.unwrap_or_default();
-            for container in containers.iter().filter(|c| c.job == label) {
-                sandbox.discard(&container.id).await;
-            }
-            self.forget(&label);
         }
     }
 }
