@@ -1,4 +1,4 @@
-//! texfleet's HTTP API (CONTRACT.md). It only reads and writes Postgres and reads S3: accepting
+//! texfleet's HTTP API (docs/API.md). It only reads and writes Postgres and reads S3: accepting
 //! a job is one insert, so `POST /compile` answers at once and survives any scheduler outage.
 //!
 //! - [`routes`]: the handlers; [`downloads`]: the PDF and the log, with their `ETag`s;
@@ -42,7 +42,7 @@ struct AppState {
 /// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "texfleet", description = "A sandboxed LaTeX compile service (CONTRACT.md)."),
+    info(title = "texfleet", description = "A sandboxed LaTeX compile service; docs/API.md describes every route."),
     modifiers(&BearerAuth),
     components(schemas(problem::ProblemBody, problem::FieldError))
 )]

@@ -1,4 +1,4 @@
-//! Errors as `application/problem+json` (RFC 9457), shaped exactly as CONTRACT.md lists them.
+//! Errors as `application/problem+json` (RFC 9457), shaped exactly as docs/API.md lists them.
 //!
 //! Every response carries the request's id; problems carry it in the body too. The id lives in
 //! a task-local set by [`request_id`], so that any code that builds a [`Problem`] (handlers,
@@ -238,7 +238,7 @@ pub struct ProblemBody {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// Stable machine-readable code (CONTRACT.md's error table).
+    /// Stable machine-readable code (the error table of docs/API.md).
     pub code: String,
     /// The fields that were wrong, for `validation_failed`.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -1,4 +1,4 @@
-//! The handlers of CONTRACT.md's routes.
+//! The handlers of the API's routes (docs/API.md).
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};

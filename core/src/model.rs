@@ -1,5 +1,5 @@
 //! The job model: what a compile job is, the states it moves through and how it is shown to
-//! clients. The JSON shape of [`Job`] is the contract's (`shared/CONTRACT.md`), field for field.
+//! clients. The JSON shape of [`Job`] is the one docs/API.md describes, field for field.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -120,11 +120,38 @@ pub struct Job {
     /// outputs are served for this job, and it ran no compile of its own.
     #[serde(default)]
     pub reused_from: Option<Uuid>,
+    /// Where the job and its outputs are on this API.
+    #[serde(default)]
+    pub links: JobLinks,
     /// Hex SHA-256 of the stored PDF and log, the strong `ETag`s of their downloads.
     #[serde(skip)]
     pub pdf_sha256: Option<String>,
     #[serde(skip)]
     pub log_sha256: Option<String>,
+}
+
+/// The paths of a job and of its outputs on this API, so that clients need not build URLs;
+/// an output's link is `null` while the job has none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobLinks {
+    #[serde(rename = "self")]
+    pub job: String,
+    pub pdf: Option<String>,
+    pub log: Option<String>,
+    /// SyncTeX data is not kept yet: always `null`.
+    pub synctex: Option<String>,
+}
+
+impl JobLinks {
+    pub fn of(id: Uuid, has_pdf: bool, has_log: bool) -> JobLinks {
+        let job = format!("/compile/{id}");
+        JobLinks {
+            pdf: has_pdf.then(|| format!("{job}/pdf")),
+            log: has_log.then(|| format!("{job}/log")),
+            synctex: None,
+            job,
+        }
+    }
 }
 
 /// A source file of a job; the main document is the file named [`MAIN_FILE`].

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use std::time::Duration;
-use texfleet_e2e::{container_of_running_job, free_port, TestApp, HELLO};
+use texfleet_e2e::{free_port, sandbox_containers, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -42,30 +42,26 @@ async fn a_sandbox_that_keeps_failing_uses_up_the_attempts_and_fails_as_sandbox_
         .await;
     let id = job["id"].as_str().unwrap();
     let docker = bollard::Docker::connect_with_defaults().unwrap();
-    let mut removed = Vec::new();
+    let force = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .build();
     for attempt in 1..=2 {
-        // Each attempt runs in a container of its own; the fault removes it from under the job.
-        let container = texfleet_e2e::eventually_some(
+        // Each attempt runs in a container of its own, named after the job and the attempt;
+        // the fault removes it from under the job while it runs.
+        let name = format!("texfleet-{id}-{attempt}");
+        texfleet_e2e::eventually_some(
             Duration::from_secs(60),
-            &format!("attempt {attempt} runs"),
+            &format!("attempt {attempt} runs and is removed"),
             || async {
-                let container = container_of_running_job(id).await;
-                (!removed.contains(&container)).then_some(container)
+                let running = sandbox_containers(&[("name", &name), ("status", "running")]).await;
+                let container = running.into_iter().next()?;
+                docker
+                    .remove_container(&container, Some(force.clone()))
+                    .await
+                    .ok()
             },
         )
         .await;
-        docker
-            .remove_container(
-                &container,
-                Some(
-                    bollard::query_parameters::RemoveContainerOptionsBuilder::default()
-                        .force(true)
-                        .build(),
-                ),
-            )
-            .await
-            .unwrap();
-        removed.push(container);
     }
     let job = app.wait_terminal(id, Duration::from_secs(60)).await;
     assert_eq!(job["status"], "Failed", "{job:#}");

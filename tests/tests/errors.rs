@@ -1,5 +1,5 @@
 //! Every error of the API answers with its status and an `application/problem+json` body whose
-//! `code` is the one CONTRACT.md gives. These tests run the API alone (jobs stay Queued).
+//! `code` is the one docs/API.md gives. These tests run the API alone (jobs stay Queued).
 
 use reqwest::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{RequestBuilder, Response};
@@ -184,6 +184,10 @@ async fn accepted_jobs_answer_202_with_location_and_a_queued_job_has_no_pdf_yet(
         assert!(job[field].is_null(), "{field} should be null: {job:#}");
     }
 
+    assert_eq!(
+        job["links"],
+        json!({ "self": location, "pdf": null, "log": null, "synctex": null })
+    );
     let fetched: Value = app.get(&location).await.json().await.unwrap();
     assert_eq!(fetched, job);
     assert_problem(app.get(&format!("{location}/pdf")).await, 409, "not_ready").await;

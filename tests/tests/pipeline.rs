@@ -28,6 +28,11 @@ async fn assert_succeeded_with_text(app: &TestApp, job: &Value, words: &[&str]) 
     );
     assert!(job["duration_ms"].as_i64().unwrap() > 0);
     assert!(job["error"].is_null());
+    assert_eq!(
+        job["links"],
+        json!({ "self": format!("/compile/{id}"), "pdf": format!("/compile/{id}/pdf"),
+                "log": format!("/compile/{id}/log"), "synctex": null })
+    );
 
     let stored = app
         .storage
@@ -164,6 +169,9 @@ async fn an_error_with_a_pdf_succeeds_unless_halt_on_error_is_set() {
     assert_eq!(halted["error"]["code"], "compile_error");
     assert!(undefined_on_line_4(&halted), "{halted:#}");
     assert!(halted["pdf_storage_key"].is_null());
+    let halted_id = id_of(&halted);
+    assert_eq!(halted["links"]["pdf"], Value::Null);
+    assert_eq!(halted["links"]["log"], format!("/compile/{halted_id}/log"));
     let pdf = app.get(&format!("/compile/{}/pdf", id_of(&halted))).await;
     assert_eq!(pdf.status(), 409);
     let short_id = id_of(&halted).split('-').next().unwrap();

@@ -19,7 +19,7 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, FieldError
     Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
 }
 
-/// Longest `Prefer: wait` honoured, in seconds (CONTRACT.md).
+/// Longest `Prefer: wait` honoured, in seconds (docs/API.md).
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
 /// The `wait` preference of RFC 7240 (`Prefer: wait=10`, possibly among other preferences),

@@ -4,7 +4,7 @@
 //! below are a second line.
 
 use super::{parsed, parsed_opt, DbError, DbResult};
-use crate::model::{Job, JobError, JobStatus};
+use crate::model::{Job, JobError, JobLinks, JobStatus};
 use time::OffsetDateTime;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
@@ -21,17 +21,26 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
             .unwrap_or_default(),
     });
     let diagnostics: serde_json::Value = row.get("diagnostics");
+    let status: JobStatus = parsed(row, "status")?;
+    let (pdf_storage_key, log_storage_key): (Option<String>, Option<String>) =
+        (row.get("pdf_storage_key"), row.get("log_storage_key"));
+    let id = row.get("id");
     Ok(Job {
-        id: row.get("id"),
+        links: JobLinks::of(
+            id,
+            status == JobStatus::Succeeded && pdf_storage_key.is_some(),
+            log_storage_key.is_some(),
+        ),
+        id,
         project_id: row.get("project_id"),
-        status: parsed(row, "status")?,
+        status,
         engine: parsed(row, "engine")?,
         created_at: row.get("created_at"),
         started_at: row.get("started_at"),
         finished_at: row.get("finished_at"),
         duration_ms: row.get("duration_ms"),
-        pdf_storage_key: row.get("pdf_storage_key"),
-        log_storage_key: row.get("log_storage_key"),
+        pdf_storage_key,
+        log_storage_key,
         error,
         diagnostics: serde_json::from_value(diagnostics)
             .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?,
