@@ -358,10 +358,11 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_during_the_upload_leaves_nothing_stored_and_one_after_it_changes_nothing() {
-    // Uploads through a proxy that holds each chunk a second: the cancellation lands mid-upload.
+    // Uploads through a proxy that holds each chunk three seconds: the cancellation lands
+    // mid-upload, however loaded the machine.
     let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
     let upstream = garage.trim_start_matches("http://").to_string();
-    let proxy = slow_proxy(upstream, Duration::from_secs(1)).await;
+    let proxy = slow_proxy(upstream, Duration::from_secs(3)).await;
     let app = TestApp::spawn_with(|config| {
         config.s3_endpoint = format!("http://{proxy}");
         config.scheduler_slots = 1;
