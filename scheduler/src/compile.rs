@@ -5,7 +5,7 @@
 
 use crate::collect::{collect, is_valid_pdf, Bounds};
 use crate::diagnostics;
-use crate::job_spec::{job_spec, max_stdout};
+use crate::job_spec::{deadline, job_spec, max_stdout};
 use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed, KILLED};
 use crate::record::record;
@@ -72,7 +72,7 @@ async fn compile_and_upload(
     let spec = job_spec(config, job);
     let nonce = spec.nonce.clone();
     let stdin = serde_json::to_vec(&spec).expect("a job spec serializes");
-    let deadline = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
+    let deadline = deadline(config, job);
     let max_stdout = max_stdout(config);
     let started = Instant::now();
     let warm = context.warm_pool.as_ref().and_then(|pool| pool.take());

@@ -4,8 +4,7 @@
 //! [`run_floor`] beside the service's end-to-end figures.
 
 use crate::docker::{DockerError, Sandbox, SandboxRun, WarmContainer};
-use crate::job_spec::{job_spec, max_stdout};
-use std::time::Duration;
+use crate::job_spec::{deadline, job_spec, max_stdout};
 use texfleet_core::model::ClaimedJob;
 use texfleet_core::Config;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +23,7 @@ pub async fn run_floor(
     job: &ClaimedJob,
 ) -> Result<SandboxRun, DockerError> {
     let stdin = serde_json::to_vec(&job_spec(config, job)).expect("a job spec serializes");
-    let deadline = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
+    let deadline = deadline(config, job);
     let never = CancellationToken::new();
     sandbox
         .run(

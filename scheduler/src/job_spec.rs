@@ -1,8 +1,10 @@
 //! What the sandbox reads on its stdin for a job: the [`JobSpec`] with the job's files, its
-//! limits and a fresh nonce the report must carry back; and how much stdout a run may write.
+//! limits and a fresh nonce the report must carry back; how long a run may take and how much
+//! stdout it may write.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use std::time::Duration;
 use texfleet_core::model::ClaimedJob;
 use texfleet_core::Config;
 use texfleet_sandbox::{FileSpec, JobSpec, MAIN_FILE};
@@ -31,6 +33,12 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
             })
             .collect(),
     }
+}
+
+/// Our outer deadline for a run of `job`: its timeout, then the grace the supervisor has to
+/// stop the compile and report.
+pub fn deadline(config: &Config, job: &ClaimedJob) -> Duration {
+    Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds))
 }
 
 /// The most a run may write to stdout: every output at its cap, and the archive around them.

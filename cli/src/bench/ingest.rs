@@ -1,0 +1,152 @@
+//! The bench's API ingest and queue figures: `POST /compile` into one project's backlog with
+//! no scheduler, then claims and completions with a no-op sandbox, on a database of their own.
+
+use super::*;
+
+/// API ingest and the queue alone, on a database of their own that no scheduler serves.
+pub(super) async fn ingest_and_queue(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+    let name = format!("texfleet_bench_{}", Uuid::new_v4().simple());
+    let owner_url = db::create_database(&config.database_url, &name).await?;
+    let result = ingest_and_queue_in(config, args, &owner_url).await;
+    db::drop_database(&config.database_url, &name).await?;
+    result
+}
+
+async fn ingest_and_queue_in(
+    config: &Config,
+    args: &BenchArgs,
+    owner_url: &str,
+) -> anyhow::Result<()> {
+    db::migrate(owner_url).await?;
+    let rename = |url: &str| {
+        format!(
+            "{}/{}",
+            url.rsplit_once('/').map_or(url, |(prefix, _)| prefix),
+            owner_url.rsplit('/').next().unwrap_or("")
+        )
+    };
+    let bench_config = Config {
+        database_url: owner_url.to_string(),
+        api_database_url: rename(config.api_database_url()),
+        scheduler_database_url: rename(config.scheduler_database_url()),
+        listen_addr: "127.0.0.1:0".into(),
+        rate_limit_per_second: 0,
+        max_queued_per_project: i64::MAX,
+        database_pool_size: 32,
+        ..config.clone()
+    };
+    let owner = db::pool(&bench_config, owner_url)?;
+    let project = db::create_project(&**owner.get().await?, "bench").await?;
+    let secret = token::generate();
+    db::create_token(
+        &**owner.get().await?,
+        project,
+        "bench",
+        &token::hash(&secret),
+        None,
+    )
+    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(texfleet_api::serve(bench_config.clone(), listener, async {
+        let _ = stopped.await;
+    }));
+
+    let client = Client::new(&ServerArgs::new(url, secret, project));
+    let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main, "cache": false });
+    let sent = Arc::new(AtomicUsize::new(0));
+    let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
+    let started = Instant::now();
+    let workers = (0..args.ingest_concurrency).map(|_| {
+        let (client, body, sent, latencies) = (
+            client.clone(),
+            body.clone(),
+            sent.clone(),
+            latencies.clone(),
+        );
+        let total = args.ingest_requests;
+        tokio::spawn(async move {
+            while sent.fetch_add(1, Ordering::Relaxed) < total {
+                let request_started = Instant::now();
+                let job = client.submit(&body, None).await?;
+                ensure!(job["status"] == "Queued", "ingest answered {job}");
+                latencies
+                    .lock()
+                    .expect("latencies")
+                    .push(request_started.elapsed());
+            }
+            anyhow::Ok(())
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let latencies = latencies.lock().expect("latencies").clone();
+    println!(
+        "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms",
+        latencies.len(),
+        args.ingest_concurrency,
+        latencies.len() as f64 / elapsed,
+        ms(percentile(&latencies, 0.5)),
+        ms(percentile(&latencies, 0.99))
+    );
+    let _ = stop.send(());
+    let _ = server.await;
+
+    // The ingested jobs are the queue's work; a no-op sandbox completes each at once.
+    let scheduler_pool = db::pool(&bench_config, &bench_config.scheduler_database_url)?;
+    let outcome = Outcome {
+        status: JobStatus::Succeeded,
+        error: None,
+        diagnostics: Vec::new(),
+        pdf_storage_key: None,
+        log_storage_key: None,
+        duration_ms: Some(0),
+        pdf_sha256: None,
+        log_sha256: None,
+        image_id: String::new(),
+    };
+    let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let started = Instant::now();
+    let workers = (0..args.queue_workers).map(|worker| {
+        let (pool, outcome, claims, completions) = (
+            scheduler_pool.clone(),
+            outcome.clone(),
+            claims.clone(),
+            completions.clone(),
+        );
+        tokio::spawn(async move {
+            let owner = format!("bench-{worker}");
+            loop {
+                let jobs = db::claim_jobs(&pool, &owner, 60, 16, usize::MAX / 2).await?;
+                if jobs.is_empty() {
+                    return anyhow::Ok(());
+                }
+                claims.fetch_add(jobs.len(), Ordering::Relaxed);
+                for job in jobs {
+                    ensure!(
+                        db::finish_job(&pool, job.id, &owner, &outcome)
+                            .await?
+                            .is_some(),
+                        "lost a lease"
+                    );
+                    completions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "queue alone ({} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s",
+        completions.load(Ordering::Relaxed),
+        args.queue_workers,
+        claims.load(Ordering::Relaxed) as f64 / elapsed,
+        completions.load(Ordering::Relaxed) as f64 / elapsed
+    );
+    Ok(())
+}
