@@ -2,6 +2,7 @@
 //! a job is one insert, so `POST /compile` answers at once and survives any scheduler outage.
 //!
 //! - [`routes`]: the handlers; [`downloads`]: the PDF and the log, with their `ETag`s;
+//!   [`info`]: the TeX installation and the limits;
 //! - [`request`]: checking the body of `POST /compile`;
 //! - [`auth`]: Bearer tokens;
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
@@ -10,12 +11,14 @@
 mod auth;
 mod downloads;
 mod events;
+mod info;
 mod metrics;
 mod problem;
 mod request;
 mod routes;
 mod serve;
 
+use axum::http::{header, HeaderValue};
 use axum::routing::get;
 use axum::{Json, Router};
 use std::future::Future;
@@ -25,6 +28,7 @@ use texfleet_core::db::{self, Pool};
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::net::TcpListener;
+use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -69,6 +73,7 @@ fn router(state: AppState) -> Router {
         .routes(routes!(downloads::get_pdf))
         .routes(routes!(downloads::get_log))
         .routes(routes!(routes::list))
+        .routes(routes!(info::info))
         .routes(routes!(metrics::serve))
         .split_for_parts();
     let openapi = Arc::new(openapi);
@@ -81,6 +86,12 @@ fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(problem::request_id))
+        // A PDF or log is whatever bytes the document made: a browser must take them for
+        // what the Content-Type says, never sniff them into HTML.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .with_state(state)
 }
 

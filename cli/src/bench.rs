@@ -180,6 +180,7 @@ fn floor_job(document: &Document) -> ClaimedJob {
         attempt: 1,
         waited_seconds: 0.0,
         source_date_epoch: 0,
+        main: MAIN_FILE.to_string(),
         files,
     }
 }

@@ -1,6 +1,8 @@
 //! `texfleet compile`: the client. Submits a document (and a folder of files beside it),
 //! shows the job's progress, prints its diagnostics the way a compiler does
-//! (`file:line: message`), downloads the PDF and exits non-zero when the compile failed.
+//! (`file:line: error: message`), downloads the PDF and exits non-zero when the compile failed
+//! or, unless `--allow-errors`, when the document has errors (the server goes on through
+//! errors, as editors do, so a broken document may still yield a PDF; a CI job must fail).
 
 use crate::client::{job_id, Client, ServerArgs};
 use anyhow::Context as _;
@@ -23,10 +25,16 @@ pub struct CompileArgs {
     /// Where to write the PDF; default: the main document's name with `.pdf`.
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Seconds the compile may take (the server's default and maximum apply).
     #[arg(long)]
     timeout: Option<u32>,
+    /// Stop the compile at the first LaTeX error: the job fails and no PDF is made.
     #[arg(long)]
     halt_on_error: bool,
+    /// Exit 0 when the document compiled to a PDF despite errors (default: exit 1, after
+    /// writing the PDF).
+    #[arg(long)]
+    allow_errors: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -65,9 +73,14 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
     }
 
     let shown_name = args.main.display().to_string();
-    for diagnostic in job["diagnostics"].as_array().into_iter().flatten() {
+    let diagnostics = job["diagnostics"].as_array().cloned().unwrap_or_default();
+    for diagnostic in &diagnostics {
         eprintln!("{}", format_diagnostic(diagnostic, &shown_name));
     }
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .count();
     if job["status"] != "Succeeded" {
         let error = &job["error"];
         eprintln!(
@@ -90,27 +103,33 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
         pdf.len(),
         started.elapsed().as_secs_f64()
     );
+    if errors > 0 && !args.allow_errors {
+        eprintln!("error: the document has {errors} LaTeX error(s); --allow-errors accepts them");
+        return Ok(false);
+    }
     Ok(true)
 }
 
-/// `file:line: message`, as compilers print them; the server's `main.tex` is shown under the
-/// name of the file the user gave.
+/// `file:line: error: message`, as compilers print them (and as problem matchers read them);
+/// the server's `main.tex` is shown under the name of the file the user gave, and a diagnostic
+/// of no known file gets no location rather than the main document's.
 fn format_diagnostic(diagnostic: &Value, main_name: &str) -> String {
     let file = match diagnostic["file"].as_str() {
-        Some("main.tex") | None => main_name,
-        Some(file) => file,
+        Some("main.tex") => Some(main_name),
+        other => other,
     };
-    let location = match diagnostic["line"].as_u64() {
-        Some(line) => format!("{file}:{line}:"),
-        None => format!("{file}:"),
+    let location = match (file, diagnostic["line"].as_u64()) {
+        (Some(file), Some(line)) => format!("{file}:{line}: "),
+        (Some(file), None) => format!("{file}: "),
+        (None, _) => String::new(),
     };
     let severity = if diagnostic["severity"] == "warning" {
-        " warning:"
+        "warning"
     } else {
-        ""
+        "error"
     };
     format!(
-        "{location}{severity} {}",
+        "{location}{severity}: {}",
         diagnostic["message"].as_str().unwrap_or("")
     )
 }
@@ -153,12 +172,17 @@ mod tests {
         let error = json!({ "severity": "error", "file": "main.tex", "line": 4, "message": "Undefined control sequence." });
         assert_eq!(
             format_diagnostic(&error, "thesis.tex"),
-            "thesis.tex:4: Undefined control sequence."
+            "thesis.tex:4: error: Undefined control sequence."
         );
         let warning = json!({ "severity": "warning", "file": "ch1.tex", "line": null, "message": "Overfull" });
         assert_eq!(
             format_diagnostic(&warning, "thesis.tex"),
             "ch1.tex: warning: Overfull"
+        );
+        let nowhere = json!({ "severity": "warning", "file": null, "line": 5, "message": "Citation `x' undefined" });
+        assert_eq!(
+            format_diagnostic(&nowhere, "thesis.tex"),
+            "warning: Citation `x' undefined"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The key of the result cache: a hash of everything a job's output depends on that the
-//! request or the operator's limits decide (engine, options, every file's path and bytes; the
-//! sandbox's runtime and limits, which can fail a compile that passed before). The rest of
+//! request or the operator's limits decide (engine, options, the main document's path, every
+//! file's path and bytes; the sandbox's runtime and limits, which can fail a compile that
+//! passed before). The rest of
 //! what decides it is matched beside the key in [`crate::db`]: the project, the sandbox image
 //! that ran the original, and the UTC day of submission, which sets the dates it writes.
 
@@ -32,6 +33,7 @@ pub fn input_hash(job: &NewJob, config: &Config) -> Vec<u8> {
     field(job.engine.as_str().as_bytes());
     field(&[u8::from(job.halt_on_error)]);
     field(&job.timeout_seconds.to_be_bytes());
+    field(job.main.as_bytes());
     let mut files: Vec<_> = job.files.iter().collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
     for file in files {
@@ -52,6 +54,7 @@ mod tests {
             engine: Engine::Pdflatex,
             halt_on_error: false,
             timeout_seconds: 30,
+            main: "main.tex".into(),
             files: files
                 .iter()
                 .map(|(path, content)| SourceFile {
@@ -84,7 +87,9 @@ mod tests {
         halting.halt_on_error = true;
         let mut longer = job(&[("main.tex", "x"), ("a.tex", "y")]);
         longer.timeout_seconds = 31;
-        changed.extend([engine, halting, longer]);
+        let mut other_main = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        other_main.main = "a.tex".into();
+        changed.extend([engine, halting, longer, other_main]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

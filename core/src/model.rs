@@ -154,7 +154,8 @@ impl JobLinks {
     }
 }
 
-/// A source file of a job; the main document is the file named [`MAIN_FILE`].
+/// A source file of a job; the main document is the file named [`MAIN_FILE`] unless the request
+/// named another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFile {
     pub path: String,
@@ -168,6 +169,8 @@ pub struct NewJob {
     pub engine: Engine,
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
+    /// The main document's path among `files`.
+    pub main: String,
     pub files: Vec<SourceFile>,
     /// Whether an identical earlier job's result may stand for this one.
     pub use_cache: bool,
@@ -187,6 +190,8 @@ pub struct ClaimedJob {
     /// The dates the compile writes, `\today` included: the start of the UTC day the job was
     /// submitted, so that the same request gives the same PDF all that day.
     pub source_date_epoch: i64,
+    /// The main document's path among `files`.
+    pub main: String,
     pub files: Vec<SourceFile>,
 }
 

@@ -3,9 +3,8 @@
 //! The rules are an allowlist rather than a list of dangers: a path is relative, made of short
 //! components of `[A-Za-z0-9._+-]` that do not start with `.` or `-`, so there is nothing for
 //! `..`, absolute paths, control characters, shell metacharacters, option injection or hidden
-//! files to hide in. Names the sandbox itself uses are reserved.
-
-use crate::model::MAIN_FILE;
+//! files to hide in. The names the compile writes its outputs to, beside the main document,
+//! are reserved.
 
 pub const MAX_FILES: usize = 500;
 pub const MAX_PATH_BYTES: usize = 255;
@@ -51,17 +50,19 @@ pub fn check_path(path: &str) -> Result<(), String> {
             return Err("components must not start with '.' or '-'".into());
         }
     }
-    if path == MAIN_FILE {
-        return Err(format!(
-            "{MAIN_FILE} is the main document; send it as input_latex"
-        ));
-    }
-    if components[0].starts_with("output.") {
-        return Err(
-            "names output.* at the top level are reserved for the compiler's output".into(),
-        );
-    }
     Ok(())
+}
+
+/// Why `path` may not be a file of a job whose main document is `main`: the compile runs in
+/// the main document's folder and writes `output.pdf`, `output.log`, ... there.
+pub fn reserved_beside_main(path: &str, main: &str) -> Option<String> {
+    let beside = match main.rsplit_once('/') {
+        Some((folder, _)) => path.strip_prefix(folder)?.strip_prefix('/')?,
+        None => path,
+    };
+    beside.starts_with("output.").then(|| {
+        "names output.* beside the main document are reserved for the compiler's output".into()
+    })
 }
 
 /// Paths of one job that cannot all exist: a file where another path needs a folder (`a` and
@@ -124,16 +125,33 @@ mod tests {
             "a\0b",
             "a\\b",
             "é.tex",
-            "main.tex",
-            "output.pdf",
-            "output.log",
-            "output.pdf/x.tex",
         ] {
             assert!(check_path(path).is_err(), "{path:?} was accepted");
         }
         assert!(check_path("a/".repeat(MAX_DEPTH).trim_end_matches('/')).is_ok());
         assert!(check_path("a/".repeat(MAX_DEPTH + 1).trim_end_matches('/')).is_err());
         assert!(check_path(&"a".repeat(MAX_COMPONENT_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn outputs_are_reserved_in_the_main_documents_folder_only() {
+        for (path, main) in [
+            ("output.pdf", "main.tex"),
+            ("output.pdf/x.tex", "main.tex"),
+            ("paper/output.log", "paper/main.tex"),
+            ("paper/output.aux/x", "paper/main.tex"),
+        ] {
+            assert!(reserved_beside_main(path, main).is_some(), "{path} {main}");
+        }
+        for (path, main) in [
+            ("paper/output.pdf", "main.tex"),
+            ("output.pdf", "paper/main.tex"),
+            ("paper2/output.pdf", "paper/main.tex"),
+            ("paper/figures/output.png", "paper/main.tex"),
+            ("outputs.tex", "main.tex"),
+        ] {
+            assert_eq!(reserved_beside_main(path, main), None, "{path} {main}");
+        }
     }
 
     #[test]

@@ -38,6 +38,15 @@ for program in pdflatex xelatex lualatex xdvipdfmx bibtex makeindex; do
       */work*|*/tmp*|*/nonexistent*) echo "customize.sh: $setting reaches a writable folder for $program: $value" >&2; exit 1 ;;
     esac
   done
+  # The driver searches the work directory for a main document in a folder (TEXINPUTS and
+  # the bibliography paths): no other path may follow them there.
+  for setting in TEXMF TEXFORMATS DVIPDFMXINPUTS; do
+    value=$(chroot "$root" env HOME=/work TEXMFVAR=/tmp/texmf-var TEXINPUTS=.:/work: \
+      BIBINPUTS=.:/work: BSTINPUTS=.:/work: kpsewhich -progname="$program" -var-value="$setting")
+    case "$value" in
+      */work*|*/tmp*) echo "customize.sh: $setting follows the driver's search path for $program: $value" >&2; exit 1 ;;
+    esac
+  done
   for setting in TEXFORMATS DVIPDFMXINPUTS; do
     value=$(chroot "$root" kpsewhich -progname="$program" -var-value="$setting")
     case ":$value:" in
@@ -55,6 +64,28 @@ for file in usr/share/perl5/Biber.pm usr/share/perl5/Biber/Utils.pm usr/bin/bibe
 done
 ! grep -n 'eegxms\|eval \$a' "$root/usr/share/perl5/Biber/Utils.pm" "$root/usr/share/perl5/Biber.pm" ||
   { echo "customize.sh: biber still evaluates document values" >&2; exit 1; }
+
+# Three icon font packages out of texlive-fonts-extra, which is 1.7 GB whole: the package is
+# fetched through the chroot's apt (so its signature is checked), only their folders are kept,
+# and their font maps are registered the way Debian's own triggers do it.
+chroot "$root" env -C /tmp apt-get download -q=2 texlive-fonts-extra
+fonts_extra=$(echo "$root"/tmp/texlive-fonts-extra_*.deb)
+dpkg-deb --fsys-tarfile "$fonts_extra" | tar -x -C "$root" --wildcards \
+  './usr/share/texlive/texmf-dist/*/fontawesome/*' \
+  './usr/share/texlive/texmf-dist/*/fontawesome5/*' \
+  './usr/share/texlive/texmf-dist/*/academicons/*'
+rm "$fonts_extra"
+printf 'Map fontawesome.map\nMap fontawesome5.map\n' \
+  > "$root/var/lib/tex-common/fontmap-cfg/texlive/texfleet-icon-fonts.cfg"
+chroot "$root" mktexlsr /usr/share/texlive/texmf-dist >/dev/null
+chroot "$root" update-updmap --quiet
+chroot "$root" updmap-sys --nohash >/dev/null
+chroot "$root" mktexlsr /var/lib/texmf >/dev/null
+for file in fontawesome.sty fontawesome5.sty academicons.sty fontawesome5.map; do
+  chroot "$root" kpsewhich "$file" >/dev/null || { echo "customize.sh: $file is not found" >&2; exit 1; }
+done
+grep -q fa5free "$root$(chroot "$root" kpsewhich -var-value=TEXMFSYSVAR)/fonts/map/pdftex/updmap/pdftex.map" ||
+  { echo "customize.sh: fontawesome5.map is not in pdftex.map" >&2; exit 1; }
 
 # LuaTeX's sandbox, loaded by the compile driver with --lua before any format.
 mkdir -p "$root/usr/share/texfleet"

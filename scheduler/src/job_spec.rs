@@ -7,7 +7,7 @@ use base64::Engine as _;
 use std::time::Duration;
 use texfleet_core::model::ClaimedJob;
 use texfleet_core::Config;
-use texfleet_sandbox::{FileSpec, JobSpec, MAIN_FILE};
+use texfleet_sandbox::{FileSpec, JobSpec};
 
 /// Room in the sandbox's stdout for the archive's own headers and the report.
 const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -22,7 +22,7 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
         max_pdf_bytes: config.max_pdf_bytes as u64,
         max_log_bytes: config.max_log_bytes as u64,
         max_synctex_bytes: config.max_synctex_bytes as u64,
-        main: MAIN_FILE.to_string(),
+        main: job.main.clone(),
         source_date_epoch: job.source_date_epoch,
         files: job
             .files

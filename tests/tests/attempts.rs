@@ -8,9 +8,10 @@ use texfleet_e2e::{free_port, sandbox_containers, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// A compile of several seconds, longer than the leases below.
+/// A compile of several seconds (about 8 on an idle two-core machine), longer than the leases
+/// below even when the machine is idle.
 const BUSY: &str = "\\documentclass{article}\\begin{document}\\count1=0 \
-    \\loop\\advance\\count1 by 1 \\ifnum\\count1<15000000 \\repeat done counting\\end{document}";
+    \\loop\\advance\\count1 by 1 \\ifnum\\count1<30000000 \\repeat done counting\\end{document}";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compile_longer_than_its_lease_keeps_it_and_runs_once() {

@@ -6,7 +6,9 @@
 //!
 //! Each folder holds `project/` (the files; `main.tex` is the main document) and
 //! `expect.json`: `engine`, `contains` and `lacks` (text, whitespace folded), and optionally
-//! `images` and `forms` (at least that many image or figure objects) and `fonts`.
+//! `images` and `forms` (at least that many image or figure objects), `fonts`, and `main`: the
+//! main document's path among the files, sent as the request's `main` instead of `main.tex`
+//! as `input_latex`.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -43,21 +45,28 @@ fn files_below(dir: &Path, base: &Path, files: &mut Vec<(String, Vec<u8>)>) {
     }
 }
 
-/// The request for a corpus project: `main.tex` as the main document, the rest as files.
+/// The request for a corpus project: `main.tex` as the main document and the rest as files,
+/// or every file and the main document named by `main`.
 fn request(project: &Path, expect: &Value) -> Value {
     let mut files = Vec::new();
     files_below(project, project, &mut files);
-    let main = files
-        .iter()
-        .position(|(path, _)| path == "main.tex")
-        .expect("main.tex");
-    let (_, main) = files.remove(main);
-    let files: Vec<Value> = files
+    let mut request = json!({ "engine": expect["engine"], "timeout_seconds": 120 });
+    if let Some(main) = expect["main"].as_str() {
+        assert!(files.iter().any(|(path, _)| path == main), "{main}");
+        request["main"] = json!(main);
+    } else {
+        let main = files
+            .iter()
+            .position(|(path, _)| path == "main.tex")
+            .expect("main.tex");
+        let (_, main) = files.remove(main);
+        request["input_latex"] = json!(String::from_utf8(main).unwrap());
+    }
+    request["files"] = files
         .into_iter()
         .map(|(path, content)| json!({ "path": path, "content_base64": BASE64.encode(content) }))
         .collect();
-    json!({ "input_latex": String::from_utf8(main).unwrap(), "engine": expect["engine"],
-            "files": files, "timeout_seconds": 120 })
+    request
 }
 
 fn folded(text: &str) -> String {

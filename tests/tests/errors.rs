@@ -143,6 +143,22 @@ async fn body_errors_are_400_413_415_and_422() {
                     "files": [{ "path": "../../etc/passwd", "content": "x" }, { "path": "/abs.tex", "content": "x" }] }),
             vec!["files[0].path", "files[1].path"],
         ),
+        (
+            json!({ "project_id": app.project_id, "main": "paper/main.tex",
+                    "files": [{ "path": "paper/other.tex", "content": HELLO }] }),
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": app.project_id, "main": "paper/main.tex",
+                    "files": [{ "path": "paper/main.tex", "content": HELLO },
+                              { "path": "paper/output.pdf", "content": "%PDF" }] }),
+            vec!["files[1].path"],
+        ),
+        (
+            json!({ "project_id": app.project_id, "input_latex": HELLO,
+                    "files": [{ "path": "main.tex", "content": HELLO }] }),
+            vec!["files[0].path"],
+        ),
         (json!([1, 2, 3]), vec![""]),
     ];
     for (body, fields) in cases {

@@ -424,6 +424,11 @@ async fn the_cli_compiles_prints_diagnostics_and_exits_by_outcome() {
     std::fs::write(dir.join("paper.tex"), "\\documentclass{article}\\begin{document}\nIntro. \\input{chapters/one}\n\\end{document}\n").unwrap();
     std::fs::write(dir.join("files/chapters/one.tex"), "From the chapter.").unwrap();
     std::fs::write(
+        dir.join("flawed.tex"),
+        "\\documentclass{article}\n\\begin{document}\nText \\nosuchmacro{} goes on.\n\\end{document}\n",
+    )
+    .unwrap();
+    std::fs::write(
         dir.join("broken.tex"),
         "\\documentclass{article}\n\\begin{document}\n\n\\nosuchmacro\n\\end{document}\n",
     )
@@ -456,11 +461,27 @@ async fn the_cli_compiles_prints_diagnostics_and_exits_by_outcome() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "{}:4: Undefined control sequence.",
+            "{}:4: error: Undefined control sequence.",
             dir.join("broken.tex").display()
         )),
         "{stderr}"
     );
     assert!(!dir.join("broken.pdf").exists());
+
+    // A PDF despite errors: written, but a CI job fails unless it accepts the errors.
+    let output = run("flawed.tex", &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--allow-errors"), "{stderr}");
+    assert!(dir.join("flawed.pdf").exists());
+    std::fs::remove_file(dir.join("flawed.pdf")).unwrap();
+    let output = run("flawed.tex", &["--allow-errors"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = texfleet_e2e::pdf_text(&std::fs::read(dir.join("flawed.pdf")).unwrap());
+    assert!(text.contains("goes on."), "{text}");
     std::fs::remove_dir_all(dir).unwrap();
 }

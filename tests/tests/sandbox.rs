@@ -129,6 +129,10 @@ async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_other
         .unwrap();
 }
 
+/// A Lua loop that asks for 64 MiB strings until the memory limit stops it.
+const MEMORY_BOMB: &str = "\\documentclass{article}\\begin{document}\\directlua{local t = {} \
+    for i = 1, 1000 do t[i] = string.rep('x', 67108864 + i) end}\\end{document}";
+
 /// gVisor (`runsc`), which `./dev/up` registers with the engine: a document compiles, and
 /// every layer the self-check can see under gVisor holds. The cgroup limits are enforced
 /// outside gVisor's kernel and Landlock does not exist there (SECURITY.md explains); the check
@@ -145,11 +149,28 @@ async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
         runtimes.contains_key("runsc"),
         "runsc is not registered with this Docker engine (./dev/up registers it)"
     );
-    let app = TestApp::spawn_with(|config| config.sandbox_runtime = "runsc".into()).await;
+    let app = TestApp::spawn_with(|config| {
+        config.sandbox_runtime = "runsc".into();
+        config.sandbox_memory_mb = 256;
+    })
+    .await;
     let job = app
         .compile(serde_json::json!({ "input_latex": texfleet_e2e::HELLO }))
         .await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
+
+    // Under gVisor the host kernel's OOM killer meets gVisor's own kernel, not the compile: the
+    // job must still end as a memory limit, not be retried as a container killed from outside.
+    let bomb = app
+        .compile(serde_json::json!({ "engine": "lualatex", "input_latex": MEMORY_BOMB }))
+        .await;
+    assert_eq!(bomb["status"], "Failed", "{bomb:#}");
+    assert_eq!(bomb["error"]["code"], "memory_limit", "{bomb:#}");
+    assert_eq!(
+        app.job_column::<i32>(bomb["id"].as_str().unwrap(), "attempts")
+            .await,
+        1
+    );
 
     let checks = texfleet_scheduler::check_sandbox(&app.config)
         .await

@@ -8,9 +8,10 @@ use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::{container_of_running_job, exec_in, pdf_text, TestApp};
 
-/// A few seconds of TeX arithmetic, then a page: honestly `Succeeded`.
+/// About ten seconds of TeX arithmetic on an idle machine (the hostile program needs the job
+/// still running), then a page: honestly `Succeeded`.
 const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
-    \\loop\\advance\\count255 by 1 \\ifnum\\count255<10000000 \\repeat Honest result.\\end{document}";
+    \\loop\\advance\\count255 by 1 \\ifnum\\count255<40000000 \\repeat Honest result.\\end{document}";
 
 /// For init and the supervisor (found by its command line: texfleet-supervisor without
 /// `drive`): SIGSTOP and SIGKILL, a forged tar written to its fd 1, and its open-files limit

@@ -7,13 +7,14 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
-use texfleet_core::validate::{check_path, folder_conflicts, MAX_FILES};
+use texfleet_core::validate::{check_path, folder_conflicts, reserved_beside_main, MAX_FILES};
 use uuid::Uuid;
 
 pub(super) const FIELDS: &[&str] = &[
     "project_id",
     "input_latex",
     "latex",
+    "main",
     "engine",
     "files",
     "halt_on_error",
@@ -28,7 +29,8 @@ pub struct Limits {
 }
 
 /// Checks a parsed body and makes the job it asks for: the main document first, as
-/// `main.tex`, then the extra files. `Err` lists every field that is wrong.
+/// `main.tex`, then the extra files; or only the files, one of which `main` names as the main
+/// document. `Err` lists every field that is wrong.
 pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
     let mut errors = Vec::new();
     let Some(object) = body.as_object() else {
@@ -50,23 +52,44 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
         }
     };
 
-    let main_document = match (object.get("input_latex"), object.get("latex")) {
-        (Some(_), Some(_)) => {
-            errors.push(FieldError::new(
-                "latex",
-                "give input_latex or its alias latex, not both",
-            ));
-            None
-        }
-        (None, None) => {
+    let given: Vec<&str> = ["input_latex", "latex", "main"]
+        .into_iter()
+        .filter(|field| object.contains_key(*field))
+        .collect();
+    let (main_document, main) = match given[..] {
+        [] => {
             errors.push(FieldError::new(
                 "input_latex",
-                "is required (or its alias latex)",
+                "is required (or its alias latex, or main naming one of the files)",
             ));
-            None
+            (None, MAIN_FILE.to_string())
         }
-        (Some(value), None) => string_field(value, "input_latex", &mut errors),
-        (None, Some(value)) => string_field(value, "latex", &mut errors),
+        ["main"] => {
+            let main = string_field(&object["main"], "main", &mut errors);
+            match main.as_deref().map(check_path) {
+                Some(Err(message)) => errors.push(FieldError::new("main", message)),
+                // The compile driver names the main document on the engine's command line.
+                Some(Ok(())) if main.as_deref().is_some_and(|m| m.contains('+')) => {
+                    errors.push(FieldError::new(
+                        "main",
+                        "may not contain '+' (the engine is started with it)",
+                    ))
+                }
+                _ => {}
+            }
+            (None, main.unwrap_or_default())
+        }
+        [field] => (
+            string_field(&object[field], field, &mut errors),
+            MAIN_FILE.to_string(),
+        ),
+        [_, second, ..] => {
+            errors.push(FieldError::new(
+                second,
+                "give one of input_latex, its alias latex, or main",
+            ));
+            (None, MAIN_FILE.to_string())
+        }
     };
 
     let engine = match object.get("engine") {
@@ -123,6 +146,7 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
     let mut files = Vec::new();
     // The field each file came from, to name it in a conflict.
     let mut fields = Vec::new();
+    let inline = main_document.is_some();
     if let Some(main) = main_document {
         files.push(SourceFile {
             path: MAIN_FILE.to_string(),
@@ -157,6 +181,24 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
         Some(_) => errors.push(FieldError::new("files", "must be an array")),
     }
 
+    if inline {
+        if let Some(index) = files.iter().skip(1).position(|f| f.path == MAIN_FILE) {
+            errors.push(FieldError::new(
+                fields[index + 1].clone(),
+                format!(
+                    "{MAIN_FILE} is the main document; send it as input_latex or name it with main"
+                ),
+            ));
+        }
+    } else if given == ["main"] && !main.is_empty() && !files.iter().any(|f| f.path == main) {
+        errors.push(FieldError::new("main", "must name one of the files"));
+    }
+    for (file, field) in files.iter().zip(&fields) {
+        if let Some(message) = reserved_beside_main(&file.path, &main) {
+            errors.push(FieldError::new(field.clone(), message));
+        }
+    }
+
     let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     for (index, message) in folder_conflicts(&paths) {
         errors.push(FieldError::new(fields[index].clone(), message));
@@ -168,6 +210,7 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
             engine,
             halt_on_error,
             timeout_seconds,
+            main,
             files,
             use_cache,
         }),
@@ -336,6 +379,55 @@ mod tests {
             fields(parse(&body, &LIMITS).err().unwrap()),
             ["files[1].path", "files[2].path"]
         );
+    }
+
+    #[test]
+    fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
+        let body = json!({ "project_id": PROJECT, "main": "paper/main.tex", "files": [
+            { "path": "paper/main.tex", "content": "x" }, { "path": "main.tex", "content": "y" },
+            { "path": "output.pdf", "content": "z" } ] });
+        let request = parse(&body, &LIMITS).ok().unwrap();
+        assert_eq!(request.main, "paper/main.tex");
+        let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["paper/main.tex", "main.tex", "output.pdf"]);
+
+        for (body, wanted) in [
+            (
+                json!({ "project_id": PROJECT, "main": "a.tex", "files": [
+                { "path": "b.tex", "content": "x" } ] }),
+                vec!["main"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "main": "../a.tex" }),
+                vec!["main", "main"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "main": "c++.tex", "files": [
+                    { "path": "c++.tex", "content": "x" } ] }),
+                vec!["main"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "main": "a.tex", "input_latex": "x", "files": [
+                { "path": "a.tex", "content": "x" } ] }),
+                vec!["main"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "main": "p/a.tex", "files": [
+                { "path": "p/a.tex", "content": "x" }, { "path": "p/output.log", "content": "y" } ] }),
+                vec!["files[1].path"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "input_latex": "x", "files": [
+                { "path": "main.tex", "content": "y" }, { "path": "output.aux", "content": "z" } ] }),
+                vec!["files[0].path", "files[1].path"],
+            ),
+        ] {
+            assert_eq!(
+                fields(parse(&body, &LIMITS).err().unwrap()),
+                wanted,
+                "{body}"
+            );
+        }
     }
 
     #[test]

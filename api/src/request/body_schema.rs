@@ -9,12 +9,15 @@ use uuid::Uuid;
 #[derive(utoipa::ToSchema)]
 pub struct CompileBody {
     project_id: Uuid,
-    /// The main document (compiled as `main.tex`). Give this or `latex`.
+    /// The main document (compiled as `main.tex`). Give this, `latex` or `main`.
     input_latex: Option<String>,
     /// Alias of `input_latex`.
     latex: Option<String>,
+    /// The path of the main document among `files` (`paper/main.tex`), instead of
+    /// `input_latex`: the compile runs in its folder, with the top level searched as well.
+    main: Option<String>,
     engine: Option<Engine>,
-    /// Extra files beside the main document.
+    /// Extra files beside the main document. `output.*` beside the main document is reserved.
     files: Option<Vec<FileBody>>,
     /// Fail the job on the first LaTeX error. Default false.
     halt_on_error: Option<bool>,

@@ -19,6 +19,17 @@ pub async fn heartbeat(pool: &Pool, id: &str, image_id: &str) -> DbResult<()> {
     Ok(())
 }
 
+/// The sandbox image every scheduler with a heartbeat at most `live_seconds` old runs, or None
+/// when none runs or they disagree (migration V6's `fleet_sandbox_image`).
+pub async fn sandbox_image(pool: &Pool, live_seconds: u64) -> DbResult<Option<String>> {
+    let row = pool
+        .get()
+        .await?
+        .query_one("SELECT fleet_sandbox_image($1)", &[&(live_seconds as f64)])
+        .await?;
+    Ok(row.get(0))
+}
+
 /// Scheduler `id` stopped cleanly.
 pub async fn forget_scheduler(pool: &Pool, id: &str) -> DbResult<()> {
     pool.get()

@@ -67,7 +67,7 @@ pub async fn claim_jobs(
                              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
              FROM claimable WHERE jobs.id = claimable.id
              RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
-                       jobs.timeout_seconds, jobs.attempts,
+                       jobs.timeout_seconds, jobs.attempts, jobs.main_path,
                        extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
                        extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
                            AS source_date_epoch",
@@ -109,6 +109,7 @@ pub async fn claim_jobs(
                 attempt: row.get("attempts"),
                 waited_seconds: row.get("waited"),
                 source_date_epoch: row.get("source_date_epoch"),
+                main: row.get("main_path"),
                 files: files.remove(&id).unwrap_or_default(),
             })
         })

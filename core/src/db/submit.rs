@@ -97,11 +97,11 @@ pub(crate) async fn insert_job_drawing_ids(
                             &format!(
                                 "INSERT INTO jobs (id, project_id, engine, halt_on_error,
                                      timeout_seconds, max_attempts, idempotency_key, request_hash,
-                                     input_hash, status, started_at, finished_at, duration_ms,
+                                     input_hash, main_path, status, started_at, finished_at, duration_ms,
                                      pdf_storage_key, log_storage_key, diagnostics, image_id,
                                      reused_from, pdf_sha256, log_sha256)
                                  SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2,
-                                        $3, $4, input_hash, 'Succeeded', now(), now(), duration_ms,
+                                        $3, $4, input_hash, main_path, 'Succeeded', now(), now(), duration_ms,
                                         pdf_storage_key, log_storage_key, diagnostics, image_id,
                                         id, pdf_sha256, log_sha256
                                  FROM jobs WHERE id = $5
@@ -118,8 +118,8 @@ pub(crate) async fn insert_job_drawing_ids(
                             &format!(
                                 "INSERT INTO jobs (id, project_id, engine, halt_on_error,
                                      timeout_seconds, max_attempts, idempotency_key, request_hash,
-                                     input_hash)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                     input_hash, main_path)
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                                  ON CONFLICT DO NOTHING
                                  RETURNING {JOB_COLUMNS}"
                             ),
@@ -133,6 +133,7 @@ pub(crate) async fn insert_job_drawing_ids(
                                 &key,
                                 &request_hash,
                                 &inputs,
+                                &job.main,
                             ],
                         )
                         .await?

@@ -263,4 +263,34 @@ end, 'forge')";
         Case { files: json!([{ "path": "forge.lua", "content": forge }]), halt_on_error: true,
             ..case("lua forges success after an error", "lualatex", doc("\\directlua{dofile('forge.lua')}\\undefinedcommand"), COMPILE_ERROR) },
     ]
+    .into_iter()
+    .chain(forged_pdf_cases())
+    .collect()
+}
+
+/// What counts as the PDF. Under XeTeX only xdvipdfmx writes it, so a file of that name the
+/// document wrote while typesetting nothing must not come out; under every engine, a last pass
+/// without a page must not leave an earlier pass's PDF as the result. (Under pdfTeX and LuaTeX
+/// the document may write the PDF's bytes itself, as it may through `\pdfliteral`: SECURITY.md.)
+fn forged_pdf_cases() -> Vec<Case> {
+    const PDF: &str = "%PDF-1.4 1 0 obj <</Type/Catalog/Pages 2 0 R>> endobj 2 0 obj <</Type/Pages/Kids[3 0 R]/Count 1>> endobj 3 0 obj <</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]>> endobj trailer <</Root 1 0 R>> %%EOF";
+    let tex = format!("\\documentclass{{article}}\\begin{{document}}{{\\catcode`\\%=12 \\newwrite\\w\\immediate\\openout\\w=output.pdf \\immediate\\write\\w{{{PDF}}}\\immediate\\closeout\\w}}\\end{{document}}");
+    let first_pass_only = "\\documentclass{article}\\begin{document}\\makeatletter\\@ifundefined{r@second}{first pass page\\label{second}}{}\\end{document}";
+    vec![
+        Case {
+            log_contains: Some("not the engine's"),
+            ..case(
+                "openout forges the PDF of xelatex",
+                "xelatex",
+                tex,
+                COMPILE_ERROR,
+            )
+        },
+        case(
+            "a last pass without a page keeps no earlier PDF",
+            "pdflatex",
+            first_pass_only.to_string(),
+            COMPILE_ERROR,
+        ),
+    ]
 }

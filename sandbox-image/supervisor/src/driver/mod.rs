@@ -29,7 +29,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use texfleet_sandbox::{JobSpec, JOB_NAME, LOG_FILE, WORK_DIR};
+use texfleet_sandbox::{JobSpec, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR};
 use tools::Tools;
 
 /// latexmk's default limit of runs.
@@ -62,13 +62,19 @@ pub fn run() -> io::Result<()> {
     let landlock = confine::restrict_files()?;
     let work = Path::new(WORK_DIR);
     files::write_sources(work, &spec.files)?;
+    // The API checked the path; a spec that did not come through it must not move the compile.
+    if !names::is_safe_path(&spec.main) || !spec.files.iter().any(|f| f.path == spec.main) {
+        return Err(io::Error::other(format!(
+            "unsafe main document {:?}",
+            spec.main
+        )));
+    }
     let main = Path::new(&spec.main);
     let folder = work.join(main.parent().unwrap_or(Path::new("")));
     std::env::set_current_dir(&folder)?;
     let main_name = main
         .file_name()
         .and_then(|name| name.to_str())
-        .filter(|name| names::is_safe_name(name))
         .ok_or_else(|| io::Error::other(format!("unsafe main document {:?}", spec.main)))?;
     let engine = Engine::parse(&spec.engine)
         .ok_or_else(|| io::Error::other(format!("unknown engine {:?}", spec.engine)))?;
@@ -85,6 +91,14 @@ pub fn run() -> io::Result<()> {
     eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
     let mut succeeded = compile(&mut tools, engine, main_name, &folder, spec.halt_on_error);
     if let Some(finish) = engine.finish(&environment) {
+        // Only the finishing step writes this engine's PDF: a file of that name the document
+        // wrote (with no page typeset, there is no .xdv) goes first.
+        if fs::remove_file(PDF_FILE).is_ok() {
+            tools.trace.push(format!(
+                "texfleet: removed {PDF_FILE}, not the engine's: written before {} ran",
+                finish.args[0]
+            ));
+        }
         if Path::new(&engine.pass_output()).exists() {
             succeeded &= tools.run(&finish).is_some_and(Exit::success);
         }
@@ -128,6 +142,8 @@ fn compile(
             return false;
         }
         let before = files::fingerprints(&generated);
+        // A pass that writes no output must not leave the last one's behind.
+        let _ = fs::remove_file(engine.pass_output());
         let exit = match process::run(&engine.pass(main, halt_on_error, &environment), None, &[]) {
             Ok(exit) => exit,
             Err(error) => {

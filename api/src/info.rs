@@ -1,0 +1,120 @@
+//! `GET /info`: what a client may send and what the sandbox can compile, so that a client learns
+//! the limits before it meets them. The TeX installation is described by the very list the
+//! sandbox image is built from (`sandbox-image/base/packages.txt`, compiled in), and the image
+//! the schedulers run now is named by the id they report in their heartbeats.
+
+use crate::auth::Authenticated;
+use crate::problem::{AuthenticatedProblems, Problem};
+use crate::AppState;
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use strum::VariantArray as _;
+use texfleet_core::db;
+use texfleet_core::model::Engine;
+use texfleet_core::validate::{MAX_DEPTH, MAX_FILES, MAX_PATH_BYTES};
+use utoipa::ToSchema;
+
+/// The Debian packages of the sandbox image, one per line, with comments saying why.
+const PACKAGES: &str = include_str!("../../sandbox-image/base/packages.txt");
+/// The distribution `sandbox-image/base/build.sh` builds the image from.
+const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
+
+#[derive(Serialize, ToSchema)]
+pub struct Info {
+    /// The TeX Live release of the sandbox image.
+    texlive: &'static str,
+    engines: Vec<Engine>,
+    /// The TeX Live collections installed (Debian's `texlive-*` packages).
+    collections: Vec<&'static str>,
+    /// The TeX Live language packs installed (Debian's `texlive-lang-*` packages).
+    language_packs: Vec<&'static str>,
+    /// Fonts and tools installed beside TeX Live (Debian package names).
+    other_packages: Vec<&'static str>,
+    /// The id of the sandbox image the live schedulers run; null when none is running.
+    sandbox_image: Option<String>,
+    limits: Limits,
+}
+
+/// The limits in force: a request beyond them is refused, a compile beyond them fails.
+#[derive(Serialize, ToSchema)]
+pub struct Limits {
+    /// Largest request body (base64 content counts a third more than the file).
+    max_body_bytes: usize,
+    max_files: usize,
+    max_path_bytes: usize,
+    /// Folders a file path may be nested in.
+    max_path_depth: usize,
+    default_timeout_seconds: u32,
+    max_timeout_seconds: u32,
+    /// Jobs of one project that may wait in the queue before `POST /compile` answers `429`.
+    max_queued_per_project: i64,
+    max_pdf_bytes: usize,
+    max_log_bytes: usize,
+    /// Memory of one compile, in MiB.
+    memory_mb: i64,
+    /// Size of the compile's work directory, in MiB.
+    work_directory_mb: i64,
+}
+
+/// The package names of `packages.txt`: its lines that are neither blank nor comments.
+fn packages() -> impl Iterator<Item = &'static str> {
+    PACKAGES
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+}
+
+/// What the service compiles with and the limits of a request and a compile.
+#[utoipa::path(get, path = "/info", tag = "info", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The TeX installation and the limits", body = Info),
+        AuthenticatedProblems,
+    ))]
+pub async fn info(
+    State(state): State<AppState>,
+    _auth: Authenticated,
+) -> Result<Json<Info>, Problem> {
+    let config = &state.config;
+    let sandbox_image = db::sandbox_image(&state.pool, config.lease_seconds).await?;
+    let (language_packs, rest): (Vec<_>, Vec<_>) =
+        packages().partition(|name| name.starts_with("texlive-lang-"));
+    let (collections, other_packages) = rest
+        .into_iter()
+        .partition(|name| name.starts_with("texlive-"));
+    Ok(Json(Info {
+        texlive: TEXLIVE,
+        engines: Engine::VARIANTS.to_vec(),
+        collections,
+        language_packs,
+        other_packages,
+        sandbox_image,
+        limits: Limits {
+            max_body_bytes: config.max_body_bytes,
+            max_files: MAX_FILES,
+            max_path_bytes: MAX_PATH_BYTES,
+            max_path_depth: MAX_DEPTH,
+            default_timeout_seconds: config.default_timeout_seconds,
+            max_timeout_seconds: config.max_timeout_seconds,
+            max_queued_per_project: config.max_queued_per_project,
+            max_pdf_bytes: config.max_pdf_bytes,
+            max_log_bytes: config.max_log_bytes,
+            memory_mb: config.sandbox_memory_mb,
+            work_directory_mb: config.sandbox_tmpfs_mb,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_image_list_names_packages_only() {
+        let names: Vec<_> = packages().collect();
+        assert!(names.contains(&"texlive-lang-german") && names.contains(&"ghostscript"));
+        assert!(names
+            .iter()
+            .all(|name| !name.contains(' ') && !name.is_empty()));
+    }
+}

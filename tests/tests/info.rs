@@ -1,0 +1,78 @@
+//! `GET /info`: a client learns what the service compiles with and the limits in force, from
+//! the running service.
+
+use std::time::Duration;
+use texfleet_e2e::TestApp;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn info_names_the_installation_the_limits_and_the_running_image() {
+    let app = TestApp::spawn_with(|config| {
+        config.max_timeout_seconds = 123;
+        config.max_body_bytes = 3 * 1024 * 1024;
+    })
+    .await;
+    let response = app
+        .http
+        .get(format!("{}/info", app.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+
+    let docker = bollard::Docker::connect_with_defaults().unwrap();
+    let image = docker
+        .inspect_image(&app.config.sandbox_image)
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    // The scheduler reports its image in a heartbeat soon after it starts.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        let info = app.get_json("/info").await;
+        if info["sandbox_image"] != serde_json::Value::Null
+            || tokio::time::Instant::now() > deadline
+        {
+            break info;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(info["sandbox_image"], image.as_str(), "{info:#}");
+    assert!(info["texlive"].as_str().unwrap().contains("TeX Live 2024"));
+    assert_eq!(
+        info["engines"],
+        serde_json::json!(["pdflatex", "xelatex", "lualatex"])
+    );
+    let names = |key: &str| -> Vec<String> {
+        info[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
+    };
+    for pack in [
+        "texlive-lang-german",
+        "texlive-lang-other",
+        "texlive-lang-chinese",
+    ] {
+        assert!(
+            names("language_packs").contains(&pack.to_string()),
+            "{info:#}"
+        );
+    }
+    assert!(names("collections").contains(&"texlive-latex-extra".to_string()));
+    assert!(!names("collections")
+        .iter()
+        .any(|n| n.starts_with("texlive-lang-")));
+    assert!(names("other_packages").contains(&"ghostscript".to_string()));
+    let limits = &info["limits"];
+    assert_eq!(limits["max_timeout_seconds"], 123);
+    assert_eq!(limits["max_body_bytes"], 3 * 1024 * 1024);
+    assert_eq!(
+        limits["default_timeout_seconds"],
+        app.config.default_timeout_seconds
+    );
+    assert_eq!(limits["max_files"], 500);
+    assert_eq!(limits["memory_mb"], app.config.sandbox_memory_mb);
+}
