@@ -7,19 +7,35 @@ use std::time::Duration;
 /// Containers of a job that still exist: created for it (labelled with its id) or taken from
 /// the warm pool (renamed `texfleet-<job id>-<attempt>`).
 pub async fn containers_of_job(job_id: &str) -> Vec<String> {
-    let mut found = sandbox_containers(&[("label", &format!("org.texfleet.job={job_id}"))]).await;
-    found.extend(sandbox_containers(&[("name", &format!("texfleet-{job_id}"))]).await);
+    containers_of_job_where(job_id, &[]).await
+}
+
+async fn containers_of_job_where(job_id: &str, more: &[(&str, &str)]) -> Vec<String> {
+    let label = format!("org.texfleet.job={job_id}");
+    let name = format!("texfleet-{job_id}");
+    let mut found = Vec::new();
+    for filter in [("label", label.as_str()), ("name", name.as_str())] {
+        let filters: Vec<(&str, &str)> = std::iter::once(filter)
+            .chain(more.iter().copied())
+            .collect();
+        found.extend(sandbox_containers(&filters).await);
+    }
     found.sort();
     found.dedup();
     found
 }
 
-/// Waits until the job `job_id` has a container, and returns its id.
+/// Waits until the job `job_id` has a started container (a created one may not run yet:
+/// `docker exec` refuses it), and returns its id.
 pub async fn container_of_running_job(job_id: &str) -> String {
     eventually_some(
         Duration::from_secs(60),
         "the job's container runs",
-        || async { containers_of_job(job_id).await.pop() },
+        || async {
+            containers_of_job_where(job_id, &[("status", "running")])
+                .await
+                .pop()
+        },
     )
     .await
 }

@@ -156,7 +156,7 @@ async fn any_change_another_project_an_opt_out_or_another_image_is_a_miss() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn downloads_carry_strong_etags_that_answer_if_none_match_with_304() {
+async fn downloads_carry_nosniff_and_strong_etags_that_answer_if_none_match_with_304() {
     let app = TestApp::spawn().await;
     let job = app.compile(json!({ "input_latex": HELLO })).await;
     let id = id_of(&job);
@@ -174,6 +174,8 @@ async fn downloads_carry_strong_etags_that_answer_if_none_match_with_304() {
         let response = app.get(&path).await;
         assert_eq!(response.status(), 200);
         let etag = response.headers()["etag"].to_str().unwrap().to_string();
+        // The bytes are the document's: no browser may sniff them into something else.
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff");
         if let Some(disposition) = disposition {
             assert_eq!(
                 response.headers()["content-disposition"],
