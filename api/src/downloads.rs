@@ -16,10 +16,14 @@ use tokio_util::io::ReaderStream;
 
 /// The PDF of a Succeeded job, streamed from object storage.
 #[utoipa::path(get, path = "/compile/{id}/pdf", tag = "compile", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Job id"),
+    params(("id" = Uuid, Path, description = "Job id"),
            ("If-None-Match" = Option<String>, Header, description = "An ETag of this PDF: 304 if it is the same")),
     responses(
-        (status = 200, description = "The PDF", content_type = "application/pdf", body = Vec<u8>),
+        (status = 200, description = "The PDF", content_type = "application/pdf", body = [u8], headers(
+            ("ETag" = String, description = "Strong: the SHA-256 of the PDF"),
+            ("Content-Disposition" = String, description = "inline; filename=\"<short_job_id>.pdf\""),
+            ("X-Request-Id" = String, description = "The request's id"),
+        )),
         (status = 304, description = "The client's copy (If-None-Match) is this PDF"),
         (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "The job has not Succeeded (not_ready)", content_type = "application/problem+json", body = ProblemBody),
@@ -69,10 +73,13 @@ pub async fn get_pdf(
 
 /// The compile log of a finished job.
 #[utoipa::path(get, path = "/compile/{id}/log", tag = "compile", security(("bearer" = [])),
-    params(("id" = String, Path, description = "Job id"),
+    params(("id" = Uuid, Path, description = "Job id"),
            ("If-None-Match" = Option<String>, Header, description = "An ETag of this log: 304 if it is the same")),
     responses(
-        (status = 200, description = "The log", content_type = "text/plain", body = String),
+        (status = 200, description = "The log", content_type = "text/plain", body = String, headers(
+            ("ETag" = String, description = "Strong: the SHA-256 of the log"),
+            ("X-Request-Id" = String, description = "The request's id"),
+        )),
         (status = 304, description = "The client's copy (If-None-Match) is this log"),
         (status = 404, description = "No such job in this project", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "The job has no log yet (not_ready)", content_type = "application/problem+json", body = ProblemBody),

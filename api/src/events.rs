@@ -1,6 +1,6 @@
-//! Waiting for jobs to finish, for `Prefer: wait`. One LISTEN connection per API process
-//! receives every "job finished" notification and fans it out to the waiting requests, so a
-//! waiting request holds no database connection and nobody polls.
+//! Waiting for jobs to start or finish, for `Prefer: wait`. One LISTEN connection per API
+//! process receives every "job started" and "job finished" notification and fans it out to the
+//! waiting requests, so a waiting request holds no database connection and nobody polls.
 
 use crate::problem::Problem;
 use std::future::Future;
@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 #[derive(Clone)]
 pub struct JobEvents {
-    finished: broadcast::Sender<Uuid>,
+    /// The id of every job that started or finished.
+    changed: broadcast::Sender<Uuid>,
     /// Cancelled when the API shuts down: every wait ends at once.
     closing: CancellationToken,
 }
@@ -23,18 +24,18 @@ impl JobEvents {
     /// Starts listening on `database_url`; notifications missed during a reconnect are
     /// announced as the nil id, on which every waiter looks again.
     pub fn listen(database_url: String) -> JobEvents {
-        let (finished, _) = broadcast::channel(1024);
-        let sender = finished.clone();
+        let (changed, _) = broadcast::channel(1024);
+        let sender = changed.clone();
         tokio::spawn(db::listen(
             database_url,
-            &[db::JOBS_FINISHED_CHANNEL],
+            &[db::JOBS_STARTED_CHANNEL, db::JOBS_FINISHED_CHANNEL],
             move |n: Notification| {
                 let id = Uuid::parse_str(&n.payload).unwrap_or(Uuid::nil());
                 let _ = sender.send(id);
             },
         ));
         JobEvents {
-            finished,
+            changed,
             closing: CancellationToken::new(),
         }
     }
@@ -44,11 +45,12 @@ impl JobEvents {
         self.closing.cancel();
     }
 
-    /// Returns `job` once it is terminal or `limit` has passed, re-reading it with `fetch`
-    /// whenever a notification may concern it.
-    pub async fn wait_until_terminal<F, Fut>(
+    /// Returns `job` once `reached` holds for it or `limit` has passed, re-reading it with
+    /// `fetch` whenever a notification may concern it.
+    pub async fn wait_until<F, Fut>(
         &self,
         job: Job,
+        reached: impl Fn(&Job) -> bool,
         limit: Duration,
         fetch: F,
     ) -> Result<Job, Problem>
@@ -58,16 +60,12 @@ impl JobEvents {
     {
         let deadline = Instant::now() + limit;
         // Subscribe before the first re-read, so that no notification falls between the two.
-        let mut finished = self.finished.subscribe();
+        let mut changed = self.changed.subscribe();
         let id = job.id;
-        let mut job = if job.status.is_terminal() {
-            job
-        } else {
-            fetch(id).await?
-        };
-        while !job.status.is_terminal() && !self.closing.is_cancelled() {
+        let mut job = if reached(&job) { job } else { fetch(id).await? };
+        while !reached(&job) && !self.closing.is_cancelled() {
             let notified = tokio::select! {
-                notified = tokio::time::timeout_at(deadline, finished.recv()) => notified,
+                notified = tokio::time::timeout_at(deadline, changed.recv()) => notified,
                 () = self.closing.cancelled() => break,
             };
             match notified {

@@ -21,6 +21,18 @@ const PACKAGES: &str = include_str!("../../sandbox-image/base/packages.txt");
 const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
 
 #[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "texlive": "TeX Live 2024, as packaged by Debian 13 (trixie)",
+    "engines": ["pdflatex", "xelatex", "lualatex"],
+    "collections": ["texlive-latex-recommended", "texlive-pictures"],
+    "language_packs": ["texlive-lang-german", "texlive-lang-french"],
+    "other_packages": ["ghostscript", "fonts-font-awesome"],
+    "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
+    "limits": { "max_body_bytes": 52428800, "max_files": 500, "max_path_bytes": 255,
+                "max_path_depth": 8, "default_timeout_seconds": 60, "max_timeout_seconds": 300,
+                "max_queued_per_project": 1000, "max_pdf_bytes": 52428800,
+                "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 }
+}))]
 pub struct Info {
     /// The TeX Live release of the sandbox image.
     texlive: &'static str,
@@ -39,7 +51,8 @@ pub struct Info {
 /// The limits in force: a request beyond them is refused, a compile beyond them fails.
 #[derive(Serialize, ToSchema)]
 pub struct Limits {
-    /// Largest request body (base64 content counts a third more than the file).
+    /// Largest request body (base64 content in JSON counts a third more than the file;
+    /// multipart carries files as they are).
     max_body_bytes: usize,
     max_files: usize,
     max_path_bytes: usize,

@@ -1,12 +1,13 @@
 //! texfleet's HTTP API (docs/API.md). It only reads and writes Postgres and reads S3: accepting
 //! a job is one insert, so `POST /compile` answers at once and survives any scheduler outage.
 //!
-//! - [`routes`]: the handlers; [`downloads`]: the PDF and the log, with their `ETag`s;
-//!   [`info`]: the TeX installation and the limits;
-//! - [`request`]: checking the body of `POST /compile`;
+//! - [`submit`]: `POST /compile`; [`routes`]: the other handlers of jobs; [`downloads`]: the
+//!   PDF and the log, with their `ETag`s; [`info`]: the TeX installation and the limits;
+//! - [`request`]: checking the body of `POST /compile`, JSON or multipart;
 //! - [`auth`]: Bearer tokens;
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
-//! - [`problem`]: errors as `application/problem+json`, and request ids.
+//! - [`problem`]: errors as `application/problem+json` (their codes in [`problem_code`]), and
+//!   request ids.
 
 mod auth;
 mod downloads;
@@ -14,9 +15,11 @@ mod events;
 mod info;
 mod metrics;
 mod problem;
+mod problem_code;
 mod request;
 mod routes;
 mod serve;
+mod submit;
 
 use axum::http::{header, HeaderValue};
 use axum::routing::get;
@@ -46,7 +49,8 @@ struct AppState {
 /// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "texfleet", description = "A sandboxed LaTeX compile service; docs/API.md describes every route."),
+    info(title = "texfleet", description = "A sandboxed LaTeX compile service. The project's docs/API.md describes every route, field, status and error code, with examples."),
+    servers((url = "/", description = "This API (the document is served at /openapi.json of the server it describes)")),
     modifiers(&BearerAuth),
     components(schemas(problem::ProblemBody, problem::FieldError))
 )]
@@ -68,7 +72,7 @@ fn router(state: AppState) -> Router {
     let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::readyz))
-        .routes(routes!(routes::submit))
+        .routes(routes!(submit::submit))
         .routes(routes!(routes::get_job, routes::cancel))
         .routes(routes!(downloads::get_pdf))
         .routes(routes!(downloads::get_log))

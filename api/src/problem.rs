@@ -6,6 +6,7 @@
 
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
+use crate::problem_code::ProblemCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -70,14 +71,14 @@ impl FieldError {
 #[derive(Debug)]
 pub struct Problem {
     status: StatusCode,
-    code: &'static str,
+    code: ProblemCode,
     detail: String,
     errors: Vec<FieldError>,
     retry_after: Option<u64>,
 }
 
 impl Problem {
-    fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Problem {
+    fn new(status: StatusCode, code: ProblemCode, detail: impl Into<String>) -> Problem {
         Problem {
             status,
             code,
@@ -87,8 +88,17 @@ impl Problem {
         }
     }
 
+    #[cfg(test)]
+    pub fn code(&self) -> &'static str {
+        self.code.as_str()
+    }
+
+    pub fn invalid_multipart(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, ProblemCode::InvalidMultipart, detail)
+    }
+
     pub fn invalid_json(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::BAD_REQUEST, "invalid_json", detail)
+        Problem::new(StatusCode::BAD_REQUEST, ProblemCode::InvalidJson, detail)
     }
 
     /// A `422` listing the first [`MAX_LISTED_ERRORS`] wrong fields (names and messages cut
@@ -118,28 +128,28 @@ impl Problem {
             errors,
             ..Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "validation_failed",
+                ProblemCode::ValidationFailed,
                 detail,
             )
         }
     }
 
     pub fn unauthorized(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+        Problem::new(StatusCode::UNAUTHORIZED, ProblemCode::Unauthorized, detail)
     }
 
     pub fn forbidden(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::FORBIDDEN, "forbidden", detail)
+        Problem::new(StatusCode::FORBIDDEN, ProblemCode::Forbidden, detail)
     }
 
     pub fn not_found(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::NOT_FOUND, "not_found", detail)
+        Problem::new(StatusCode::NOT_FOUND, ProblemCode::NotFound, detail)
     }
 
     pub fn method_not_allowed() -> Problem {
         Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ProblemCode::MethodNotAllowed,
             "this route does not accept that method",
         )
     }
@@ -147,15 +157,20 @@ impl Problem {
     pub fn payload_too_large(limit: usize) -> Problem {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body exceeds {limit} bytes"),
+            ProblemCode::PayloadTooLarge,
+            format!(
+                "the body exceeds {limit} bytes; base64 makes a file a third larger, so a JSON \
+                 body carries at most about {} bytes of binary files: send large projects as \
+                 multipart/form-data, which carries files as they are",
+                limit / 4 * 3
+            ),
         )
     }
 
     pub fn request_timeout(seconds: u64) -> Problem {
         Problem::new(
             StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
+            ProblemCode::RequestTimeout,
             format!("the body did not arrive within {seconds} seconds"),
         )
     }
@@ -163,8 +178,8 @@ impl Problem {
     pub fn unsupported_media_type() -> Problem {
         Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the body as Content-Type: application/json",
+            ProblemCode::UnsupportedMediaType,
+            "send the body as Content-Type: application/json or multipart/form-data",
         )
     }
 
@@ -172,21 +187,21 @@ impl Problem {
     pub fn idempotency_conflict(original: Uuid) -> Problem {
         Problem::new(
             StatusCode::CONFLICT,
-            "idempotency_conflict",
+            ProblemCode::IdempotencyConflict,
             format!("the Idempotency-Key was used for job {original} with a different request"),
         )
     }
 
     /// An output of a job that has none (yet).
     pub fn not_ready(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::CONFLICT, "not_ready", detail)
+        Problem::new(StatusCode::CONFLICT, ProblemCode::NotReady, detail)
     }
 
     /// A cancellation of a job that has already ended.
     pub fn already_finished(status: &str) -> Problem {
         Problem::new(
             StatusCode::CONFLICT,
-            "already_finished",
+            ProblemCode::AlreadyFinished,
             format!("the job is already {status}"),
         )
     }
@@ -196,7 +211,7 @@ impl Problem {
             retry_after: Some(retry_after_seconds.max(1)),
             ..Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ProblemCode::RateLimited,
                 "too many requests for this token; slow down",
             )
         }
@@ -207,7 +222,7 @@ impl Problem {
             retry_after: Some(RETRY_AFTER_QUEUE_FULL),
             ..Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "queue_full",
+                ProblemCode::QueueFull,
                 format!("the project already has {limit} queued jobs"),
             )
         }
@@ -216,14 +231,14 @@ impl Problem {
     pub fn unavailable(detail: impl Into<String>) -> Problem {
         Problem {
             retry_after: Some(RETRY_AFTER_UNAVAILABLE),
-            ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+            ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, ProblemCode::Unavailable, detail)
         }
     }
 
     pub fn internal() -> Problem {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ProblemCode::Internal,
             "an internal error occurred; quote the request_id when reporting it",
         )
     }
@@ -231,6 +246,15 @@ impl Problem {
 
 /// An error, as RFC 9457 `application/problem+json`.
 #[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "type": "urn:texfleet:problem:validation_failed",
+    "title": "Unprocessable Entity",
+    "status": 422,
+    "detail": "engine: must be one of pdflatex, xelatex, lualatex",
+    "code": "validation_failed",
+    "errors": [{ "field": "engine", "message": "must be one of pdflatex, xelatex, lualatex" }],
+    "request_id": "0d3c8e52-7f0b-4d53-9a5e-1c2b3d4e5f60"
+}))]
 pub struct ProblemBody {
     /// `urn:texfleet:problem:<code>`.
     #[serde(rename = "type")]
@@ -238,8 +262,7 @@ pub struct ProblemBody {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// Stable machine-readable code (the error table of docs/API.md).
-    pub code: String,
+    pub code: ProblemCode,
     /// The fields that were wrong, for `validation_failed`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
@@ -266,7 +289,7 @@ pub enum AuthenticatedProblems {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let body = ProblemBody {
-            type_uri: format!("urn:texfleet:problem:{}", self.code),
+            type_uri: format!("urn:texfleet:problem:{}", self.code.as_str()),
             title: self
                 .status
                 .canonical_reason()
@@ -274,7 +297,7 @@ impl IntoResponse for Problem {
                 .to_string(),
             status: self.status.as_u16(),
             detail: self.detail,
-            code: self.code.to_string(),
+            code: self.code,
             errors: self.errors,
             request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
         };

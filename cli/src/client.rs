@@ -1,18 +1,28 @@
-//! The one HTTP client of the API that every client command uses (`compile`, `soak`,
-//! `bench`): where the API is, the token, and the requests they make.
+//! The one HTTP client of the API that every client command uses (`compile`, `status`, `log`,
+//! `cancel`, `list`, `soak`, `bench`): where the API is, the token, the requests they make, and
+//! what a script expects of a client: an answer of `429` or `503` is retried after its
+//! `Retry-After`, a request that never reached an answer is retried with back-off (a
+//! submission only with its `Idempotency-Key`, so that a retry is the same job), and an error
+//! answer becomes an [`ApiError`] that names the problem the server explained.
 
-use anyhow::{bail, Context as _};
+use crate::exit::{Exit, Failure};
+use anyhow::Context as _;
+use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::Value;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// Where a client command finds the API: flags, or the variables `./dev/up` writes to .dev/env.
 #[derive(clap::Args, Clone)]
 pub struct ServerArgs {
-    #[arg(long, env = "TEXFLEET_URL")]
+    /// The API's base URL, such as https://texfleet.example.org (a trailing slash is fine).
+    #[arg(long, env = "TEXFLEET_URL", value_name = "URL")]
     url: String,
-    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true)]
+    /// The project's API token (from the operator).
+    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     token: String,
-    #[arg(long, env = "TEXFLEET_PROJECT")]
+    /// The project's id (a UUID).
+    #[arg(long, env = "TEXFLEET_PROJECT", value_name = "UUID")]
     pub project: Uuid,
 }
 
@@ -26,10 +36,51 @@ impl ServerArgs {
     }
 }
 
+/// How many times a request is sent in all before its failure is final (a server that does
+/// not answer is given 1 + 2 + 4 + 8 seconds).
+const ATTEMPTS: u32 = 5;
+/// The longest `Retry-After` honoured; a longer one ends the command (exit 4).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// An error answer of the API: its status and the problem it explained.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: String,
+    pub detail: String,
+    /// The wrong fields of a `422`: (field, message).
+    pub fields: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server answered {}", self.status)?;
+        if !self.code.is_empty() {
+            write!(f, " {}", self.code)?;
+        }
+        if !self.detail.is_empty() && self.fields.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        for (field, message) in &self.fields {
+            write!(f, "\n  {field}: {message}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 #[derive(Clone)]
 pub struct Client {
     server: ServerArgs,
     http: reqwest::Client,
+}
+
+/// What a `Prefer: wait` on a job waits for.
+#[derive(Clone, Copy)]
+pub enum Until {
+    Started,
+    Terminal,
 }
 
 impl Client {
@@ -48,37 +99,77 @@ impl Client {
         format!("{}{path}", self.server.url.trim_end_matches('/'))
     }
 
-    /// `POST /compile`; with `wait`, the server holds the answer up to that many seconds for
-    /// the job to end (`Prefer: wait`).
+    /// `POST /compile` with a JSON body; with `wait`, the server holds the answer up to that
+    /// many seconds for the job to end (`Prefer: wait`).
     pub async fn submit(&self, body: &Value, wait: Option<u64>) -> anyhow::Result<Value> {
-        let mut request = self
-            .http
-            .post(self.url("/compile"))
-            .bearer_auth(&self.server.token)
-            .json(body);
-        if let Some(seconds) = wait {
-            request = request.header("Prefer", format!("wait={seconds}"));
-        }
-        answer(request.send().await?).await
+        let response = self
+            .send(false, || {
+                let request = self.post_compile().json(body);
+                match wait {
+                    Some(seconds) => request.header("Prefer", format!("wait={seconds}")),
+                    None => request,
+                }
+            })
+            .await?;
+        Ok(response.json().await?)
     }
 
-    /// The job, once it changed or `wait` seconds passed.
-    pub async fn job(&self, id: &str, wait: u64) -> anyhow::Result<Value> {
+    /// `POST /compile` as `multipart/form-data`: the `metadata` JSON and one part per file,
+    /// named by its path. The `Idempotency-Key` makes every retry of it the same job.
+    pub async fn submit_files(
+        &self,
+        metadata: &Value,
+        files: &[(String, Vec<u8>)],
+        idempotency_key: &str,
+    ) -> anyhow::Result<Value> {
         let response = self
-            .http
-            .get(self.url(&format!("/compile/{id}")))
-            .bearer_auth(&self.server.token)
-            .header("Prefer", format!("wait={wait}"))
-            .send()
+            .send(true, || {
+                let mut form = reqwest::multipart::Form::new().part(
+                    "metadata",
+                    reqwest::multipart::Part::text(metadata.to_string())
+                        .mime_str("application/json")
+                        .expect("a valid media type"),
+                );
+                for (path, content) in files {
+                    form = form.part(
+                        "file",
+                        reqwest::multipart::Part::bytes(content.clone()).file_name(path.clone()),
+                    );
+                }
+                self.post_compile()
+                    .header("Idempotency-Key", idempotency_key)
+                    .multipart(form)
+            })
             .await?;
-        answer(response).await
+        Ok(response.json().await?)
+    }
+
+    fn post_compile(&self) -> RequestBuilder {
+        self.http
+            .post(self.url("/compile"))
+            .bearer_auth(&self.server.token)
+    }
+
+    /// The job, once it is past `until` or `wait` seconds passed.
+    pub async fn job(&self, id: &str, wait: u64, until: Until) -> anyhow::Result<Value> {
+        let until = match until {
+            Until::Started => "started",
+            Until::Terminal => "terminal",
+        };
+        let response = self
+            .send(true, || {
+                self.get(&format!("/compile/{id}?until={until}"))
+                    .header("Prefer", format!("wait={wait}"))
+            })
+            .await?;
+        Ok(response.json().await?)
     }
 
     /// The job once it is terminal, waiting on the server rather than polling.
     pub async fn wait_terminal(&self, id: &str) -> anyhow::Result<Value> {
         loop {
-            let job = self.job(id, 60).await?;
-            if job["status"] != "Queued" && job["status"] != "Running" {
+            let job = self.job(id, 60, Until::Terminal).await?;
+            if is_terminal(&job) {
                 return Ok(job);
             }
         }
@@ -87,37 +178,110 @@ impl Client {
     /// The PDF of a Succeeded job.
     pub async fn pdf(&self, id: &str) -> anyhow::Result<Vec<u8>> {
         let response = self
-            .http
-            .get(self.url(&format!("/compile/{id}/pdf")))
-            .bearer_auth(&self.server.token)
-            .send()
-            .await?
-            .error_for_status()?;
+            .send(true, || self.get(&format!("/compile/{id}/pdf")))
+            .await?;
         Ok(response.bytes().await?.to_vec())
     }
-}
 
-/// The JSON of a successful answer; for an error, its problem's detail and fields.
-async fn answer(response: reqwest::Response) -> anyhow::Result<Value> {
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        let detail = body["detail"].as_str().unwrap_or("");
-        let fields: Vec<String> = body["errors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| {
-                format!(
-                    "\n  {}: {}",
-                    e["field"].as_str().unwrap_or(""),
-                    e["message"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        bail!("the server answered {status}: {detail}{}", fields.concat());
+    /// The log of a job that has one.
+    pub async fn log(&self, id: &str) -> anyhow::Result<Vec<u8>> {
+        let response = self
+            .send(true, || self.get(&format!("/compile/{id}/log")))
+            .await?;
+        Ok(response.bytes().await?.to_vec())
     }
-    Ok(body)
+
+    /// Cancels a queued or running job (`DELETE`, safe to repeat).
+    pub async fn cancel(&self, id: &str) -> anyhow::Result<Value> {
+        let response = self
+            .send(true, || {
+                self.http
+                    .delete(self.url(&format!("/compile/{id}")))
+                    .bearer_auth(&self.server.token)
+            })
+            .await?;
+        Ok(response.json().await?)
+    }
+
+    /// A page of the project's jobs, newest first.
+    pub async fn list(
+        &self,
+        status: Option<&str>,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> anyhow::Result<Value> {
+        let mut query = vec![("limit", limit.to_string())];
+        query.extend(status.map(|s| ("status", s.to_string())));
+        query.extend(cursor.map(|c| ("cursor", c.to_string())));
+        let path = format!("/projects/{}/compiles", self.server.project);
+        let response = self.send(true, || self.get(&path).query(&query)).await?;
+        Ok(response.json().await?)
+    }
+
+    fn get(&self, path: &str) -> RequestBuilder {
+        self.http
+            .get(self.url(path))
+            .bearer_auth(&self.server.token)
+    }
+
+    /// Sends the request `build` makes until it is answered with a success (returned), an
+    /// error that retrying cannot change (an [`ApiError`]), or [`ATTEMPTS`] run out. `429` and
+    /// `503` are retried after their `Retry-After`; a request that got no answer is retried
+    /// with back-off only when `repeatable` (a retry cannot do it twice).
+    async fn send(
+        &self,
+        repeatable: bool,
+        build: impl Fn() -> RequestBuilder,
+    ) -> anyhow::Result<Response> {
+        let mut attempt = 1;
+        loop {
+            let delay = match build().send().await {
+                Ok(response) if response.status().is_success() => return Ok(response),
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = retry_after(&response);
+                    let error = api_error(response).await;
+                    match retry_after {
+                        Some(delay)
+                            if attempt < ATTEMPTS
+                                && delay <= MAX_RETRY_AFTER
+                                && matches!(
+                                    status,
+                                    StatusCode::TOO_MANY_REQUESTS
+                                        | StatusCode::SERVICE_UNAVAILABLE
+                                ) =>
+                        {
+                            eprintln!("{error}; retrying in {} s", delay.as_secs());
+                            delay
+                        }
+                        _ => return Err(error.into()),
+                    }
+                }
+                Err(error) if repeatable && attempt < ATTEMPTS && !error.is_builder() => {
+                    let delay = Duration::from_secs(1 << (attempt - 1));
+                    eprintln!(
+                        "no answer from {} ({}); retrying in {} s",
+                        self.server.url,
+                        root_cause(&error),
+                        delay.as_secs()
+                    );
+                    delay
+                }
+                Err(error) => {
+                    return Err(anyhow::Error::new(Failure {
+                        exit: Exit::Unavailable,
+                        message: format!(
+                            "no answer from {}: {}",
+                            self.server.url,
+                            root_cause(&error)
+                        ),
+                    }))
+                }
+            };
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
 }
 
 /// A job's id, as the API gave it.
@@ -126,4 +290,47 @@ pub fn job_id(job: &Value) -> anyhow::Result<String> {
         .as_str()
         .context("no job id in the answer")?
         .to_string())
+}
+
+pub fn is_terminal(job: &Value) -> bool {
+    !matches!(job["status"].as_str(), Some("Queued" | "Running"))
+}
+
+fn retry_after(response: &Response) -> Option<Duration> {
+    let seconds = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// The problem an error answer explains (RFC 9457), or its status alone.
+async fn api_error(response: Response) -> ApiError {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    ApiError {
+        status,
+        code: text(&body["code"]),
+        detail: text(&body["detail"]),
+        fields: body["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (text(&e["field"]), text(&e["message"])))
+            .collect(),
+    }
+}
+
+/// The innermost cause of a transport error ("Connection refused"), which says the most.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }

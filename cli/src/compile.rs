@@ -1,188 +1,253 @@
-//! `texfleet compile`: the client. Submits a document (and a folder of files beside it),
-//! shows the job's progress, prints its diagnostics the way a compiler does
-//! (`file:line: error: message`), downloads the PDF and exits non-zero when the compile failed
-//! or, unless `--allow-errors`, when the document has errors (the server goes on through
-//! errors, as editors do, so a broken document may still yield a PDF; a CI job must fail).
+//! `texfleet compile`: the client a person or a CI job uses. Sends a document (and the project
+//! folder around it, as `multipart/form-data`: files travel as they are), shows the job's
+//! progress as the server reports it, prints its diagnostics the way a compiler does, downloads
+//! the PDF (and the log when something went wrong) and exits with a code a script can act on
+//! (exit.rs). The server goes on through LaTeX errors, as editors expect, so a broken document
+//! may still yield a PDF; the CLI fails it unless `--allow-errors`, as a CI job must.
 
-use crate::client::{job_id, Client, ServerArgs};
+use crate::client::{is_terminal, job_id, ApiError, Client, ServerArgs, Until};
+use crate::exit::{Exit, Failure};
+use crate::project_files::{self, ProjectFile};
+use crate::report::{self, Format, Locations, OutputArgs};
 use anyhow::Context as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct CompileArgs {
-    /// The main document.
+    /// The main document (a .tex file).
     main: PathBuf,
-    /// A folder whose files (images, chapters, bibliographies) are sent along, at their paths
-    /// relative to it.
-    #[arg(long)]
+    /// The project folder to send with the main document, which must be inside it. Its files
+    /// keep their paths relative to it, and the compile runs in the main document's folder
+    /// with the folder's top level searched too. Hidden files, what .gitignore excludes, TeX's
+    /// auxiliary files and earlier outputs are not sent.
+    #[arg(long, value_name = "DIR")]
     files: Option<PathBuf>,
-    #[arg(long, default_value = "pdflatex")]
-    engine: String,
-    /// Where to write the PDF; default: the main document's name with `.pdf`.
-    #[arg(short, long)]
+    /// The TeX engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Pdflatex)]
+    engine: EngineArg,
+    /// Where to write the PDF; default: the main document's name with .pdf. The log goes
+    /// beside it (.log) when the compile failed or had errors.
+    #[arg(short, long, value_name = "PDF")]
     output: Option<PathBuf>,
-    /// Seconds the compile may take (the server's default and maximum apply).
-    #[arg(long)]
+    /// Seconds the compile may take (the server's default when omitted; `GET /info` tells
+    /// its maximum).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..))]
     timeout: Option<u32>,
-    /// Stop the compile at the first LaTeX error: the job fails and no PDF is made.
+    /// Stop at the first LaTeX error: the job fails (exit 1), no PDF is made, the log is
+    /// saved.
     #[arg(long)]
     halt_on_error: bool,
-    /// Exit 0 when the document compiled to a PDF despite errors (default: exit 1, after
-    /// writing the PDF).
+    /// Exit 0 when the document compiled to a PDF despite LaTeX errors (default: exit 1 after
+    /// writing the PDF and the log).
     #[arg(long)]
     allow_errors: bool,
+    /// Compile afresh even when the project has an identical earlier result to reuse.
+    #[arg(long)]
+    no_cache: bool,
+    #[command(flatten)]
+    output_format: OutputArgs,
     #[command(flatten)]
     server: ServerArgs,
 }
 
-/// Compiles and returns whether the job succeeded.
-pub async fn run(args: CompileArgs) -> anyhow::Result<bool> {
-    let source = std::fs::read_to_string(&args.main)
-        .with_context(|| format!("reading {}", args.main.display()))?;
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EngineArg {
+    Pdflatex,
+    Xelatex,
+    Lualatex,
+}
+
+impl EngineArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            EngineArg::Pdflatex => "pdflatex",
+            EngineArg::Xelatex => "xelatex",
+            EngineArg::Lualatex => "lualatex",
+        }
+    }
+}
+
+/// Compiles and says how the command ends.
+pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
+    let format = args.output_format.format();
+    let pdf_path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.main.with_extension("pdf"));
+    let (files, locations) = project(&args, &pdf_path)?;
     let client = Client::new(&args.server);
-    let mut body = json!({ "project_id": client.project(), "input_latex": source, "engine": args.engine,
-                           "halt_on_error": args.halt_on_error });
+    let main = locations.main.clone().map(|(project, _)| project);
+    let mut metadata = json!({ "project_id": client.project(), "main": main,
+                               "engine": args.engine.as_str(), "halt_on_error": args.halt_on_error,
+                               "cache": !args.no_cache });
     if let Some(timeout) = args.timeout {
-        body["timeout_seconds"] = json!(timeout);
+        metadata["timeout_seconds"] = json!(timeout);
     }
-    if let Some(dir) = &args.files {
-        body["files"] = Value::Array(collect_files(dir, &args.main)?);
-    }
+    let contents = files
+        .iter()
+        .map(|file| {
+            let content = std::fs::read(&file.local)
+                .with_context(|| format!("reading {}", file.local.display()))?;
+            Ok((file.path.clone(), content))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
     let started = Instant::now();
-    let mut job = client.submit(&body, None).await?;
-    let id = job_id(&job)?;
-    let mut shown = String::new();
-    loop {
-        let status = job["status"].as_str().unwrap_or("?").to_string();
-        if status != shown {
+    let progress = |status: &str, id: &str| {
+        if format != Format::Json {
             eprintln!(
                 "[{:>6.1}s] {status}  (job {id})",
                 started.elapsed().as_secs_f64()
             );
-            shown = status.clone();
         }
-        if !matches!(status.as_str(), "Queued" | "Running") {
-            break;
+    };
+    let key = uuid::Uuid::new_v4().to_string();
+    let submitted = client.submit_files(&metadata, &contents, &key).await;
+    let job = submitted.map_err(|error| name_local_files(error, &files))?;
+    let id = job_id(&job)?;
+    progress(job["status"].as_str().unwrap_or("?"), &id);
+    let job = tokio::select! {
+        job = follow(&client, job, &id, &progress) => job?,
+        _ = tokio::signal::ctrl_c() => {
+            client.cancel(&id).await.ok();
+            if format != Format::Json {
+                eprintln!("interrupted: cancelled job {id}");
+            }
+            return Ok(Exit::Interrupted);
         }
-        // The server holds the answer until the job changes or two seconds pass: no busy loop.
-        job = client.job(&id, 2).await?;
-    }
+    };
 
-    let shown_name = args.main.display().to_string();
-    let diagnostics = job["diagnostics"].as_array().cloned().unwrap_or_default();
-    for diagnostic in &diagnostics {
-        eprintln!("{}", format_diagnostic(diagnostic, &shown_name));
+    report::diagnostics(&job, format, &locations);
+    let errors = report::error_count(&job);
+    let succeeded = job["status"] == "Succeeded";
+    let mut written_pdf = None;
+    if succeeded {
+        let pdf = client.pdf(&id).await?;
+        std::fs::write(&pdf_path, &pdf)
+            .with_context(|| format!("writing {}", pdf_path.display()))?;
+        if format != Format::Json {
+            eprintln!(
+                "wrote {} ({} bytes) in {:.1}s",
+                pdf_path.display(),
+                pdf.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        written_pdf = Some(pdf_path.clone());
     }
-    let errors = diagnostics
-        .iter()
-        .filter(|d| d["severity"] == "error")
-        .count();
-    if job["status"] != "Succeeded" {
-        let error = &job["error"];
-        eprintln!(
-            "error: the compile ended {}: {} ({})",
-            job["status"].as_str().unwrap_or("?"),
-            error["message"].as_str().unwrap_or(""),
-            error["code"].as_str().unwrap_or("")
+    let failed = !succeeded || (errors > 0 && !args.allow_errors);
+    let mut written_log = None;
+    if failed && job["links"]["log"].is_string() {
+        let log_path = pdf_path.with_extension("log");
+        let log = client.log(&id).await?;
+        std::fs::write(&log_path, log).with_context(|| format!("writing {}", log_path.display()))?;
+        written_log = Some(log_path);
+    }
+    if format == Format::Json {
+        println!(
+            "{}",
+            json!({ "job": job, "pdf": written_pdf, "log": written_log })
         );
-        return Ok(false);
-    }
-    let output = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.main.with_extension("pdf"));
-    let pdf = client.pdf(&id).await?;
-    std::fs::write(&output, &pdf).with_context(|| format!("writing {}", output.display()))?;
-    eprintln!(
-        "wrote {} ({} bytes) in {:.1}s",
-        output.display(),
-        pdf.len(),
-        started.elapsed().as_secs_f64()
-    );
-    if errors > 0 && !args.allow_errors {
-        eprintln!("error: the document has {errors} LaTeX error(s); --allow-errors accepts them");
-        return Ok(false);
-    }
-    Ok(true)
-}
-
-/// `file:line: error: message`, as compilers print them (and as problem matchers read them);
-/// the server's `main.tex` is shown under the name of the file the user gave, and a diagnostic
-/// of no known file gets no location rather than the main document's.
-fn format_diagnostic(diagnostic: &Value, main_name: &str) -> String {
-    let file = match diagnostic["file"].as_str() {
-        Some("main.tex") => Some(main_name),
-        other => other,
-    };
-    let location = match (file, diagnostic["line"].as_u64()) {
-        (Some(file), Some(line)) => format!("{file}:{line}: "),
-        (Some(file), None) => format!("{file}: "),
-        (None, _) => String::new(),
-    };
-    let severity = if diagnostic["severity"] == "warning" {
-        "warning"
     } else {
-        "error"
-    };
-    format!(
-        "{location}{severity}: {}",
-        diagnostic["message"].as_str().unwrap_or("")
-    )
-}
-
-/// Every regular file below `dir` except the main document and hidden files, at its path
-/// relative to `dir`, base64-encoded (binary files travel unchanged).
-fn collect_files(dir: &Path, main: &Path) -> anyhow::Result<Vec<Value>> {
-    let main = main.canonicalize().ok();
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&current).with_context(|| format!("reading {}", current.display()))?
-        {
-            let path = entry?.path();
-            let hidden = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'));
-            if hidden || path.canonicalize().ok() == main {
-                continue;
-            }
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.is_file() {
-                let relative = path.strip_prefix(dir)?.to_string_lossy().into_owned();
-                files.push(json!({ "path": relative, "content_base64": BASE64.encode(std::fs::read(&path)?) }));
-            }
+        if !succeeded {
+            let error = &job["error"];
+            eprintln!(
+                "error: the compile ended {}: {} ({})",
+                job["status"].as_str().unwrap_or("?"),
+                error["message"].as_str().unwrap_or(""),
+                error["code"].as_str().unwrap_or("")
+            );
+        } else if failed {
+            eprintln!("error: the document has {errors} LaTeX error(s); --allow-errors accepts them");
+        }
+        if let Some(log) = &written_log {
+            eprintln!("the log is in {}", log.display());
         }
     }
-    Ok(files)
+    Ok(if failed { Exit::DocumentFailed } else { Exit::Success })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Follows the job until it is terminal, reporting when it starts: the server answers as soon
+/// as the job leaves `Queued`, then when it ends.
+async fn follow(
+    client: &Client,
+    mut job: Value,
+    id: &str,
+    progress: &impl Fn(&str, &str),
+) -> anyhow::Result<Value> {
+    if is_terminal(&job) {
+        return Ok(job);
+    }
+    while job["status"] == "Queued" {
+        job = client.job(id, 60, Until::Started).await?;
+    }
+    if job["status"] == "Running" {
+        progress("Running", id);
+        job = client.wait_terminal(id).await?;
+    }
+    progress(job["status"].as_str().unwrap_or("?"), id);
+    Ok(job)
+}
 
-    #[test]
-    fn diagnostics_read_like_a_compiler_s() {
-        let error = json!({ "severity": "error", "file": "main.tex", "line": 4, "message": "Undefined control sequence." });
-        assert_eq!(
-            format_diagnostic(&error, "thesis.tex"),
-            "thesis.tex:4: error: Undefined control sequence."
-        );
-        let warning = json!({ "severity": "warning", "file": "ch1.tex", "line": null, "message": "Overfull" });
-        assert_eq!(
-            format_diagnostic(&warning, "thesis.tex"),
-            "ch1.tex: warning: Overfull"
-        );
-        let nowhere = json!({ "severity": "warning", "file": null, "line": 5, "message": "Citation `x' undefined" });
-        assert_eq!(
-            format_diagnostic(&nowhere, "thesis.tex"),
-            "warning: Citation `x' undefined"
-        );
+/// The files to send and where they are: the folder's (the main document among them), or the
+/// main document alone.
+fn project(args: &CompileArgs, pdf: &Path) -> anyhow::Result<(Vec<ProjectFile>, Locations)> {
+    let given = args.main.display().to_string();
+    let (files, root) = match &args.files {
+        Some(dir) => (
+            project_files::collect(dir, &args.main, &[pdf.to_path_buf()])?,
+            Some(dir.clone()),
+        ),
+        None => {
+            if !args.main.is_file() {
+                return Err(Failure::usage(format!("{given}: no such file")));
+            }
+            let name = args.main.file_name().unwrap_or_default().to_string_lossy();
+            let plain = name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                && !name.starts_with(['.', '-']);
+            let path = if plain { name.into_owned() } else { "main.tex".into() };
+            let local = args.main.clone();
+            (vec![ProjectFile { path, local }], None)
+        }
+    };
+    let main_local = args.main.canonicalize()?;
+    let main = files
+        .iter()
+        .find(|f| f.local.canonicalize().ok().as_ref() == Some(&main_local))
+        .map(|f| f.path.clone())
+        .unwrap_or_default();
+    if main.contains(['+', ' ']) {
+        return Err(Failure::usage(format!(
+            "{given}: the main document's name may not contain '+' or spaces; rename it"
+        )));
+    }
+    let locations = Locations {
+        root,
+        main: Some((main, given)),
+    };
+    Ok((files, locations))
+}
+
+/// A `422` names files by their place in the request (`files[2].path`); the user knows them by
+/// their local paths.
+fn name_local_files(error: anyhow::Error, files: &[ProjectFile]) -> anyhow::Error {
+    match error.downcast::<ApiError>() {
+        Ok(mut api) => {
+            for (field, _) in &mut api.fields {
+                let index = field
+                    .strip_prefix("files[")
+                    .and_then(|rest| rest.split(']').next())
+                    .and_then(|digits| digits.parse::<usize>().ok());
+                if let Some(file) = index.and_then(|i| files.get(i)) {
+                    *field = file.local.display().to_string();
+                }
+            }
+            api.into()
+        }
+        Err(error) => error,
     }
 }

@@ -6,11 +6,17 @@
 mod bench;
 mod client;
 mod compile;
+mod exit;
+mod jobs;
+mod project_files;
+mod report;
 mod soak;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use exit::Exit;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use texfleet_core::{db, token, Config};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -19,7 +25,8 @@ use uuid::Uuid;
 #[command(
     name = "texfleet",
     version,
-    about = "A sandboxed LaTeX compile service"
+    about = "A sandboxed LaTeX compile service",
+    after_help = exit::EXIT_CODES_HELP
 )]
 struct Cli {
     /// TOML file with settings (see the README); TEXFLEET_* variables override it.
@@ -58,7 +65,16 @@ enum Command {
     /// Submit a mixed load through the API and report how every job ended.
     Soak(soak::SoakArgs),
     /// Compile a document through a texfleet API (URL, token and project from flags or env).
+    #[command(after_help = exit::EXIT_CODES_HELP)]
     Compile(compile::CompileArgs),
+    /// Show a job: its status, timings and diagnostics.
+    Status(jobs::StatusArgs),
+    /// Print a job's compile log.
+    Log(jobs::LogArgs),
+    /// Cancel a queued or running job.
+    Cancel(jobs::CancelArgs),
+    /// List the project's jobs, newest first.
+    List(jobs::ListArgs),
     /// Measure the running stack against the bare compiler (see BENCHMARKS.md).
     Bench(bench::BenchArgs),
 }
@@ -99,20 +115,59 @@ enum TokenCommand {
     Revoke { token_id: Uuid },
 }
 
+/// Runs the command; an error is one line on stderr (never a backtrace) and an exit code of
+/// its class (exit.rs) for the client commands, 1 for the others.
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = Config::load(cli.config.as_deref()).context("reading configuration")?;
-    match cli.command {
+    let client_command = matches!(
+        cli.command,
+        Command::Compile(_)
+            | Command::Status(_)
+            | Command::Log(_)
+            | Command::Cancel(_)
+            | Command::List(_)
+    );
+    let result = match cli.command {
+        Command::Compile(args) => compile::run(args).await,
+        Command::Status(args) => jobs::status(args).await,
+        Command::Log(args) => jobs::log(args).await,
+        Command::Cancel(args) => jobs::cancel(args).await,
+        Command::List(args) => jobs::list(args).await,
+        command => serve_or_operate(cli.config, cli.log_format, command)
+            .await
+            .map(|()| Exit::Success),
+    };
+    match result {
+        Ok(exit) => exit.into(),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            if client_command {
+                exit::classify(&error).into()
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The servers and the operator's commands, which read the configuration.
+async fn serve_or_operate(
+    config_file: Option<PathBuf>,
+    log_format: LogFormat,
+    command: Command,
+) -> anyhow::Result<()> {
+    let config = Config::load(config_file.as_deref()).context("reading configuration")?;
+    match command {
         Command::Api => {
-            init_tracing(cli.log_format);
+            init_tracing(log_format);
             let listener = tokio::net::TcpListener::bind(&config.listen_addr)
                 .await
                 .with_context(|| format!("binding {}", config.listen_addr))?;
             texfleet_api::serve(config, listener, shutdown_signal()).await
         }
         Command::Scheduler => {
-            init_tracing(cli.log_format);
+            init_tracing(log_format);
             texfleet_scheduler::run(config, shutdown_signal()).await
         }
         Command::Migrate => {
@@ -130,12 +185,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Token(command) => token_command(&config, command).await,
         Command::Soak(args) => soak::run(args).await,
         Command::Bench(args) => bench::run(config, args).await,
-        Command::Compile(args) => {
-            if !compile::run(args).await? {
-                std::process::exit(1);
-            }
-            Ok(())
-        }
         Command::Sandbox(SandboxCommand::Check) => {
             let checks = texfleet_scheduler::check_sandbox(&config).await?;
             for check in &checks {
@@ -147,6 +196,11 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Compile(_)
+        | Command::Status(_)
+        | Command::Log(_)
+        | Command::Cancel(_)
+        | Command::List(_) => unreachable!("client commands read no configuration"),
     }
 }
 

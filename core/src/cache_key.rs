@@ -1,4 +1,6 @@
-//! The key of the result cache: a hash of everything a job's output depends on that the
+//! The key of the result cache, and the identity of a request for `Idempotency-Key`.
+//!
+//! The result cache's key is a hash of everything a job's output depends on that the
 //! request or the operator's limits decide (engine, options, the main document's path, every
 //! file's path and bytes; the sandbox's runtime and limits, which can fail a compile that
 //! passed before). The rest of
@@ -12,12 +14,8 @@ use sha2::{Digest, Sha256};
 /// SHA-256 over the sandbox's settings, the job's options and its files in path order, each
 /// field length-prefixed so that no two different jobs hash the same bytes.
 pub fn input_hash(job: &NewJob, config: &Config) -> Vec<u8> {
-    let mut hasher = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        hasher.update((bytes.len() as u64).to_be_bytes());
-        hasher.update(bytes);
-    };
-    field(config.sandbox_runtime.as_bytes());
+    let mut fields = Fields::default();
+    fields.add(config.sandbox_runtime.as_bytes());
     for limit in [
         config.sandbox_memory_mb as u64,
         config.sandbox_pids_limit as u64,
@@ -28,19 +26,49 @@ pub fn input_hash(job: &NewJob, config: &Config) -> Vec<u8> {
         config.max_synctex_bytes as u64,
         u64::from(config.kill_grace_seconds),
     ] {
-        field(&limit.to_be_bytes());
+        fields.add(&limit.to_be_bytes());
     }
-    field(job.engine.as_str().as_bytes());
-    field(&[u8::from(job.halt_on_error)]);
-    field(&job.timeout_seconds.to_be_bytes());
-    field(job.main.as_bytes());
-    let mut files: Vec<_> = job.files.iter().collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    for file in files {
-        field(file.path.as_bytes());
-        field(&file.content);
+    fields.add_job(job);
+    fields.finish()
+}
+
+/// What makes two submissions the same request for `Idempotency-Key`: everything the client
+/// asked for, whichever transport (JSON or multipart) and field names (`latex` or
+/// `input_latex`) carried it.
+pub fn request_hash(job: &NewJob) -> Vec<u8> {
+    let mut fields = Fields::default();
+    fields.add_job(job);
+    fields.add(&[u8::from(job.use_cache)]);
+    fields.finish()
+}
+
+/// A SHA-256 over length-prefixed fields.
+#[derive(Default)]
+struct Fields(Sha256);
+
+impl Fields {
+    fn add(&mut self, bytes: &[u8]) {
+        self.0.update((bytes.len() as u64).to_be_bytes());
+        self.0.update(bytes);
     }
-    hasher.finalize().to_vec()
+
+    /// The job's options and its files in path order.
+    fn add_job(&mut self, job: &NewJob) {
+        self.add(job.engine.as_str().as_bytes());
+        self.add(&[u8::from(job.halt_on_error)]);
+        self.add(&job.timeout_seconds.to_be_bytes());
+        self.add(job.main.as_bytes());
+        let mut files: Vec<_> = job.files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        for file in files {
+            self.add(file.path.as_bytes());
+            self.add(&file.content);
+        }
+    }
+
+    fn finish(self) -> Vec<u8> {
+        self.0.finalize().to_vec()
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +131,17 @@ mod tests {
             ..Config::default()
         };
         assert_ne!(input_hash(&base, &config), input_hash(&base, &tighter));
+    }
+
+    #[test]
+    fn a_request_is_the_same_whatever_the_sandbox_but_not_whatever_the_cache_option() {
+        let base = job(&[("main.tex", "x")]);
+        assert_eq!(request_hash(&base), request_hash(&job(&[("main.tex", "x")])));
+        let fresh = NewJob {
+            use_cache: false,
+            ..job(&[("main.tex", "x")])
+        };
+        assert_ne!(request_hash(&base), request_hash(&fresh));
+        assert_ne!(request_hash(&base), request_hash(&job(&[("main.tex", "y")])));
     }
 }

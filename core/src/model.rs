@@ -93,13 +93,39 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Diagnostic {
     pub severity: Severity,
+    /// The file TeX named, relative to the project; null when the log does not say.
     pub file: Option<String>,
     pub line: Option<u32>,
     pub message: String,
+    /// For an error, TeX's context line: where in the source line it stopped
+    /// (`l.2 Here is \undefinedmacro`).
+    #[serde(default)]
+    pub context: Option<String>,
 }
 
 /// A job as clients see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({
+    "id": "3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
+    "project_id": "6f1c2a4e-0000-4000-8000-000000000001",
+    "status": "Succeeded",
+    "engine": "pdflatex",
+    "created_at": "2026-11-23T17:41:33Z",
+    "started_at": "2026-11-23T17:41:33.120Z",
+    "finished_at": "2026-11-23T17:41:33.480Z",
+    "duration_ms": 310,
+    "pdf_storage_key": "compiles/3f2b8c1e/output.pdf",
+    "log_storage_key": "compiles/3f2b8c1e/output.log",
+    "error": null,
+    "diagnostics": [{ "severity": "warning", "file": null, "line": 7,
+                      "message": "Reference `sec:x' on page 1 undefined on input line 7.",
+                      "context": null }],
+    "reused_from": null,
+    "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
+               "pdf": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/pdf",
+               "log": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/log",
+               "synctex": null }
+}))]
 pub struct Job {
     pub id: Uuid,
     pub project_id: Uuid,

@@ -1,9 +1,11 @@
 //! Rules for the paths of a job's extra files, checked by the API before anything is queued.
 //!
 //! The rules are an allowlist rather than a list of dangers: a path is relative, made of short
-//! components of `[A-Za-z0-9._+-]` that do not start with `.` or `-`, so there is nothing for
-//! `..`, absolute paths, control characters, shell metacharacters, option injection or hidden
-//! files to hide in. The names the compile writes its outputs to, beside the main document,
+//! components of `[A-Za-z0-9._+-]` and single inner spaces, that do not start with `.` or `-`,
+//! so there is nothing for `..`, absolute paths, control characters, shell metacharacters,
+//! option injection or hidden files to hide in. Spaces are allowed because projects from other
+//! editors have them (`my figure.png`); no name reaches a shell, and the compile driver puts on
+//! a command line only names without them. The names the compile writes its outputs to, beside the main document,
 //! are reserved.
 
 pub const MAX_FILES: usize = 500;
@@ -39,15 +41,18 @@ pub fn check_path(path: &str) -> Result<(), String> {
         }
         if let Some(bad) = component
             .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+')))
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | ' ')))
         {
             return Err(format!(
-                "may contain only letters, digits and . _ - + (found {:?})",
+                "may contain only ASCII letters, digits, spaces and . _ - + (found {:?})",
                 bad
             ));
         }
         if component.starts_with('.') || component.starts_with('-') {
             return Err("components must not start with '.' or '-'".into());
+        }
+        if component.starts_with(' ') || component.ends_with(' ') || component.contains("  ") {
+            return Err("components must not start or end with a space, or hold two in a row".into());
         }
     }
     Ok(())
@@ -101,6 +106,7 @@ mod tests {
             "refs.bib",
             "a+b_c.sty",
             "x/y/z/w.tex",
+            "figures/my figure.png",
         ] {
             assert_eq!(check_path(path), Ok(()), "{path}");
         }
@@ -118,7 +124,10 @@ mod tests {
             "./a",
             ".latexmkrc",
             "-shell-escape.tex",
-            "a b.tex",
+            " a.tex",
+            "a /b.tex",
+            "a  b.tex",
+            "a\tb.tex",
             "a;rm.tex",
             "a$(x).tex",
             "a\nb",

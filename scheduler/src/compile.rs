@@ -131,7 +131,7 @@ async fn compile_and_upload(
         .as_deref()
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
-    let diagnostics = diagnostics::parse(&log);
+    let diagnostics = diagnostics::parse(&log, &job.main);
     let first_error = diagnostics
         .iter()
         .find(|d| d.severity == Severity::Error)

@@ -1,37 +1,84 @@
 //! Errors and warnings parsed from a TeX log.
 //!
+//! Files are named by their path in the project, whatever folder the compile ran in: TeX names
+//! a file relative to the main document's folder, or by its full path in the sandbox when it
+//! found it at the project's top level.
+//!
 //! The supervisor runs TeX with `-file-line-error` and a very wide `max_print_line`, so an
 //! error is one line `./file.tex:12: message` and a warning one line (plus `(package)`
 //! continuation lines). Errors without a location (`! message`) take the line from the `l.N`
 //! context line TeX prints after them.
 
 use texfleet_core::model::{Diagnostic, Severity};
+use texfleet_sandbox::WORK_DIR;
 
 /// Diagnostics beyond this many are dropped: a flood of warnings says nothing more.
 pub const MAX_DIAGNOSTICS: usize = 100;
 const MAX_MESSAGE_CHARS: usize = 500;
 const MAX_FILE_CHARS: usize = 200;
 
-pub fn parse(log: &str) -> Vec<Diagnostic> {
+/// The diagnostics of `log`, of a compile whose main document is `main` (a project path).
+pub fn parse(log: &str, main: &str) -> Vec<Diagnostic> {
+    let folder = main.rsplit_once('/').map_or("", |(folder, _)| folder);
+    let mut diagnostics = parse_log(log);
+    for diagnostic in &mut diagnostics {
+        if let Some(file) = &diagnostic.file {
+            diagnostic.file = Some(project_path(file, folder));
+        }
+    }
+    diagnostics
+}
+
+/// `file` as TeX named it, as a path in the project; a file outside it (a package's) keeps its
+/// full path.
+fn project_path(file: &str, folder: &str) -> String {
+    if let Some(path) = file.strip_prefix(WORK_DIR).and_then(|p| p.strip_prefix('/')) {
+        return path.to_string();
+    }
+    if file.starts_with('/') || folder.is_empty() {
+        return file.to_string();
+    }
+    let mut parts: Vec<&str> = folder.split('/').collect();
+    for component in file.split('/') {
+        match component {
+            "." | "" => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+fn parse_log(log: &str) -> Vec<Diagnostic> {
     let lines: Vec<&str> = log.lines().collect();
-    let mut diagnostics = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut index = 0;
     while index < lines.len() && diagnostics.len() < MAX_DIAGNOSTICS {
         let line = lines[index];
         index += 1;
-        if let Some((file, number, message)) = file_line_error(line) {
-            diagnostics.push(diagnostic(
-                Severity::Error,
-                Some(file),
-                Some(number),
-                message,
-            ));
-        } else if let Some(message) = line.strip_prefix("! ") {
-            let number = lines[index..]
-                .iter()
-                .take(20)
-                .find_map(|l| context_line_number(l));
-            diagnostics.push(diagnostic(Severity::Error, None, number, message));
+        let error = match file_line_error(line) {
+            Some((file, number, message)) => Some((Some(file), Some(number), message)),
+            None => line.strip_prefix("! ").map(|message| (None, None, message)),
+        };
+        if let Some((file, number, message)) = error {
+            if is_stop(message) {
+                if let Some(previous) = diagnostics
+                    .last_mut()
+                    .filter(|d| d.severity == Severity::Error)
+                {
+                    if !previous.message.ends_with(STOPPED) {
+                        previous.message.push_str(STOPPED);
+                    }
+                    continue;
+                }
+            }
+            let context = context_line(&lines[index..]);
+            let number = number.or_else(|| context.and_then(context_line_number));
+            let mut error = diagnostic(Severity::Error, file, number, message);
+            error.context = context.map(|c| clean(c.trim_end(), MAX_MESSAGE_CHARS));
+            diagnostics.push(error);
         } else if let Some(message) = warning(line) {
             let mut message = message.to_string();
             // Package warnings continue on lines that start with "(package-name)".
@@ -51,6 +98,27 @@ pub fn parse(log: &str) -> Vec<Diagnostic> {
     diagnostics
 }
 
+/// What an error that stopped TeX says of it.
+const STOPPED: &str = " (TeX stopped here)";
+
+/// TeX's last words after an error ("Emergency stop.", "==> Fatal error occurred, no output
+/// PDF file produced!"): part of the error before them, not an error of their own.
+fn is_stop(message: &str) -> bool {
+    let message = message.trim();
+    message == "Emergency stop." || message.starts_with("==> Fatal error occurred")
+}
+
+/// The `l.N ...` line TeX prints after an error, among the lines that follow it up to the next
+/// error.
+fn context_line<'a>(following: &[&'a str]) -> Option<&'a str> {
+    following
+        .iter()
+        .take(20)
+        .take_while(|line| !line.starts_with("! ") && file_line_error(line).is_none())
+        .find(|line| context_line_number(line).is_some())
+        .copied()
+}
+
 fn diagnostic(
     severity: Severity,
     file: Option<&str>,
@@ -62,6 +130,7 @@ fn diagnostic(
         file: file.map(|f| clean(f.strip_prefix("./").unwrap_or(f), MAX_FILE_CHARS)),
         line,
         message: clean(message.trim(), MAX_MESSAGE_CHARS),
+        context: None,
     }
 }
 
@@ -135,7 +204,7 @@ l.12 \end{document}
 
     #[test]
     fn parses_errors_and_warnings() {
-        let diagnostics = parse(LOG);
+        let diagnostics = parse(LOG, "main.tex");
         assert_eq!(diagnostics.len(), 4, "{diagnostics:#?}");
         assert_eq!(
             diagnostics[0],
@@ -143,7 +212,8 @@ l.12 \end{document}
                 severity: Severity::Error,
                 file: Some("main.tex".into()),
                 line: Some(5),
-                message: "Undefined control sequence.".into()
+                message: "Undefined control sequence.".into(),
+                context: Some("l.5 \\foo".into()),
             }
         );
         assert_eq!(diagnostics[1].severity, Severity::Warning);
@@ -153,8 +223,42 @@ l.12 \end{document}
             "Token not allowed in a PDF string (Unicode): removing `math shift' on input line 9."
         );
         assert_eq!(diagnostics[2].line, Some(9));
+        // An emergency stop with no error before it stands alone.
         assert_eq!(diagnostics[3].message, "Emergency stop.");
         assert_eq!(diagnostics[3].line, Some(12));
+        assert_eq!(diagnostics[3].context.as_deref(), Some("l.12 \\end{document}"));
+    }
+
+    #[test]
+    fn tex_s_last_words_are_folded_into_the_error_before_them() {
+        let log = r"./ch/one.tex:2: Undefined control sequence.
+l.2 Here is \undefinedmacro
+                           {} more.
+./ch/one.tex:2:  ==> Fatal error occurred, no output PDF file produced!
+./ch/one.tex:2: Emergency stop.
+! LaTeX Error: File `nosuch.sty' not found.
+
+Type X to quit or <RETURN> to proceed,
+enter file name with default extension:
+./main.tex:3: Emergency stop.
+<read *>
+";
+        let diagnostics = parse(log, "main.tex");
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
+        assert_eq!(
+            diagnostics[0].message,
+            "Undefined control sequence. (TeX stopped here)"
+        );
+        assert_eq!(diagnostics[0].file.as_deref(), Some("ch/one.tex"));
+        assert_eq!(
+            diagnostics[0].context.as_deref(),
+            Some("l.2 Here is \\undefinedmacro")
+        );
+        assert_eq!(
+            diagnostics[1].message,
+            "LaTeX Error: File `nosuch.sty' not found. (TeX stopped here)"
+        );
+        assert_eq!(diagnostics[1].context, None);
     }
 
     #[test]
@@ -163,7 +267,7 @@ l.12 \end{document}
             "./{}\u{0}x.tex:3: Bad\u{0}\u{1b}[31m thing\n! Undefined\u{7f} control\n",
             "d".repeat(5000)
         );
-        let diagnostics = parse(&log);
+        let diagnostics = parse(&log, "main.tex");
         assert_eq!(diagnostics.len(), 2);
         assert_eq!(diagnostics[0].message, "Bad[31m thing");
         let file = diagnostics[0].file.as_deref().unwrap();
@@ -173,8 +277,26 @@ l.12 \end{document}
     }
 
     #[test]
+    fn files_are_named_by_their_path_in_the_project() {
+        let log = "./ch/one.tex:2: Bad.\n/work/macros.tex:3: Worse.\n/usr/share/texmf/x.sty:4: Theirs.\n../shared.tex:5: Up.\n";
+        let files: Vec<_> = parse(log, "paper/main.tex")
+            .into_iter()
+            .map(|d| d.file.unwrap())
+            .collect();
+        assert_eq!(
+            files,
+            [
+                "paper/ch/one.tex",
+                "macros.tex",
+                "/usr/share/texmf/x.sty",
+                "shared.tex"
+            ]
+        );
+    }
+
+    #[test]
     fn floods_are_capped() {
         let log = "./main.tex:1: Undefined control sequence.\n".repeat(10 * MAX_DIAGNOSTICS);
-        assert_eq!(parse(&log).len(), MAX_DIAGNOSTICS);
+        assert_eq!(parse(&log, "main.tex").len(), MAX_DIAGNOSTICS);
     }
 }

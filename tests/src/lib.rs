@@ -6,12 +6,14 @@
 //! - [`app`]: the API and scheduler of a test, and requests to them;
 //! - [`processes`]: schedulers as real processes, and the dev scripts;
 //! - [`docker`]: the sandbox containers seen from outside, and the canaries;
+//! - [`dropping_proxy`]: a request done whose answer never arrives;
 //! - [`pdf`]: the text and streams of PDFs;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit.
 
 mod app;
 mod docker;
+mod dropping_proxy;
 mod pdf;
 mod processes;
 mod slow_proxy;
@@ -19,6 +21,7 @@ mod wait;
 
 pub use app::*;
 pub use docker::*;
+pub use dropping_proxy::*;
 pub use pdf::*;
 pub use processes::*;
 pub use slow_proxy::*;

@@ -45,6 +45,21 @@ pub fn pdf_bytes_inflated(pdf: &[u8]) -> Vec<u8> {
     all
 }
 
+/// How many objects of `/Subtype /<subtype>` (`Image`, `Form`) the PDF holds, in object
+/// streams too: an included figure is one or the other.
+pub fn pdf_objects_of_subtype(pdf: &[u8], subtype: &str) -> usize {
+    let streams = pdf_bytes_inflated(pdf);
+    count(&streams, format!("/Subtype /{subtype}").as_bytes())
+        + count(&streams, format!("/Subtype/{subtype}").as_bytes())
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle)
+        .count()
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())

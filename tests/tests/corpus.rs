@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use texfleet_e2e::{pdf_bytes_inflated, pdf_text, TestApp};
+use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, TestApp};
 
 fn corpus() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
@@ -73,13 +73,6 @@ fn folded(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn count(haystack: &[u8], needle: &[u8]) -> usize {
-    haystack
-        .windows(needle.len())
-        .filter(|w| *w == needle)
-        .count()
-}
-
 fn pdf_fonts(pdf: &[u8]) -> String {
     let path = std::env::temp_dir().join(format!("texfleet-fonts-{}.pdf", uuid::Uuid::new_v4()));
     std::fs::write(&path, pdf).unwrap();
@@ -116,11 +109,9 @@ async fn check(app: &TestApp, name: &str, expect: &Value, job: &Value) -> Result
             return Err(format!("{name}: the text holds {unwanted:?}: {text}"));
         }
     }
-    let streams = pdf_bytes_inflated(&pdf);
     for (key, subtype) in [("images", "Image"), ("forms", "Form")] {
         let wanted = expect[key].as_u64().unwrap_or(0) as usize;
-        let found = count(&streams, format!("/Subtype /{subtype}").as_bytes())
-            + count(&streams, format!("/Subtype/{subtype}").as_bytes());
+        let found = pdf_objects_of_subtype(&pdf, subtype);
         if found < wanted {
             return Err(format!("{name}: {found} {key}, expected at least {wanted}"));
         }

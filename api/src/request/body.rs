@@ -1,13 +1,12 @@
 //! The body of `POST /compile`, checked field by field so that a client learns every problem at
-//! once, each named by its field (`files[2].path`), as the contract asks.
+//! once, each named by its field (`files[2].path`), as the contract asks. A multipart body's
+//! `metadata` part is checked here too, with its file parts ([`super::files`]).
 
+use super::files::{self, Listed, MainDocument};
 use crate::problem::FieldError;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use serde_json::{Map, Value};
-use std::collections::HashSet;
 use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
-use texfleet_core::validate::{check_path, folder_conflicts, reserved_beside_main, MAX_FILES};
+use texfleet_core::validate::check_path;
 use uuid::Uuid;
 
 pub(super) const FIELDS: &[&str] = &[
@@ -21,22 +20,53 @@ pub(super) const FIELDS: &[&str] = &[
     "timeout_seconds",
     "cache",
 ];
-pub(super) const FILE_FIELDS: &[&str] = &["path", "content_base64", "content"];
+/// The fields of a multipart body's `metadata` part: the JSON body without file contents.
+pub(super) const METADATA_FIELDS: &[&str] = &[
+    "project_id",
+    "main",
+    "engine",
+    "halt_on_error",
+    "timeout_seconds",
+    "cache",
+];
 
 pub struct Limits {
     pub default_timeout_seconds: u32,
     pub max_timeout_seconds: u32,
 }
 
-/// Checks a parsed body and makes the job it asks for: the main document first, as
+/// Checks a parsed JSON body and makes the job it asks for: the main document first, as
 /// `main.tex`, then the extra files; or only the files, one of which `main` names as the main
 /// document. `Err` lists every field that is wrong.
 pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
+    parse_with(body, None, limits)
+}
+
+/// Checks the `metadata` part of a multipart body and makes the job with its file parts;
+/// `main` defaults to `main.tex`.
+pub fn parse_multipart(
+    metadata: &Value,
+    uploads: Vec<SourceFile>,
+    limits: &Limits,
+) -> Result<NewJob, Vec<FieldError>> {
+    parse_with(metadata, Some(uploads), limits)
+}
+
+fn parse_with(
+    body: &Value,
+    uploads: Option<Vec<SourceFile>>,
+    limits: &Limits,
+) -> Result<NewJob, Vec<FieldError>> {
     let mut errors = Vec::new();
     let Some(object) = body.as_object() else {
         return Err(vec![FieldError::new("", "the body must be a JSON object")]);
     };
-    unknown_fields(object, FIELDS, "", &mut errors);
+    let known = if uploads.is_some() {
+        METADATA_FIELDS
+    } else {
+        FIELDS
+    };
+    unknown_fields(object, known, "", &mut errors);
 
     let project_id = match object.get("project_id") {
         None => {
@@ -54,9 +84,10 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
 
     let given: Vec<&str> = ["input_latex", "latex", "main"]
         .into_iter()
-        .filter(|field| object.contains_key(*field))
+        .filter(|field| object.contains_key(*field) && known.contains(field))
         .collect();
-    let (main_document, main) = match given[..] {
+    let (inline_main, main) = match given[..] {
+        [] if uploads.is_some() => (None, MAIN_FILE.to_string()),
         [] => {
             errors.push(FieldError::new(
                 "input_latex",
@@ -66,16 +97,8 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
         }
         ["main"] => {
             let main = string_field(&object["main"], "main", &mut errors);
-            match main.as_deref().map(check_path) {
-                Some(Err(message)) => errors.push(FieldError::new("main", message)),
-                // The compile driver names the main document on the engine's command line.
-                Some(Ok(())) if main.as_deref().is_some_and(|m| m.contains('+')) => {
-                    errors.push(FieldError::new(
-                        "main",
-                        "may not contain '+' (the engine is started with it)",
-                    ))
-                }
-                _ => {}
+            if let Some(message) = main.as_deref().and_then(main_path_problem) {
+                errors.push(FieldError::new("main", message));
             }
             (None, main.unwrap_or_default())
         }
@@ -143,66 +166,20 @@ pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
         },
     };
 
-    let mut files = Vec::new();
-    // The field each file came from, to name it in a conflict.
-    let mut fields = Vec::new();
-    let inline = main_document.is_some();
-    if let Some(main) = main_document {
-        files.push(SourceFile {
-            path: MAIN_FILE.to_string(),
-            content: main.into_bytes(),
-        });
-        fields.push("input_latex".to_string());
+    let document = if inline_main.is_some() {
+        MainDocument::Inline
+    } else if given == ["main"] || (given.is_empty() && uploads.is_some()) {
+        MainDocument::Named
+    } else {
+        MainDocument::Missing
+    };
+    let mut listed = inline_main.map(files::inline_main).unwrap_or_default();
+    match uploads {
+        Some(uploads) => files::add_uploads(&mut listed, uploads, &mut errors),
+        None => files::add_json(&mut listed, object.get("files"), &mut errors),
     }
-    match object.get("files") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(entries)) if entries.len() > MAX_FILES => {
-            errors.push(FieldError::new(
-                "files",
-                format!("at most {MAX_FILES} files"),
-            ));
-        }
-        Some(Value::Array(entries)) => {
-            let mut seen = HashSet::new();
-            for (index, entry) in entries.iter().enumerate() {
-                if let Some(file) = parse_file(entry, &format!("files[{index}]"), &mut errors) {
-                    if seen.insert(file.path.clone()) {
-                        files.push(file);
-                        fields.push(format!("files[{index}].path"));
-                    } else {
-                        errors.push(FieldError::new(
-                            format!("files[{index}].path"),
-                            "appears twice",
-                        ));
-                    }
-                }
-            }
-        }
-        Some(_) => errors.push(FieldError::new("files", "must be an array")),
-    }
-
-    if inline {
-        if let Some(index) = files.iter().skip(1).position(|f| f.path == MAIN_FILE) {
-            errors.push(FieldError::new(
-                fields[index + 1].clone(),
-                format!(
-                    "{MAIN_FILE} is the main document; send it as input_latex or name it with main"
-                ),
-            ));
-        }
-    } else if given == ["main"] && !main.is_empty() && !files.iter().any(|f| f.path == main) {
-        errors.push(FieldError::new("main", "must name one of the files"));
-    }
-    for (file, field) in files.iter().zip(&fields) {
-        if let Some(message) = reserved_beside_main(&file.path, &main) {
-            errors.push(FieldError::new(field.clone(), message));
-        }
-    }
-
-    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    for (index, message) in folder_conflicts(&paths) {
-        errors.push(FieldError::new(fields[index].clone(), message));
-    }
+    files::check_layout(&listed, &main, document, &mut errors);
+    let Listed { files, .. } = listed;
 
     match (project_id, engine, errors.is_empty()) {
         (Some(project_id), Some(engine), true) => Ok(NewJob {
@@ -226,7 +203,19 @@ pub fn project_id(body: &Value) -> Option<Uuid> {
         .and_then(|s| Uuid::parse_str(s).ok())
 }
 
-fn unknown_fields(
+/// Why `main` cannot name the main document, beyond the rules of every path: the compile
+/// driver names it on the engine's command line, which takes no `+` or space.
+fn main_path_problem(main: &str) -> Option<String> {
+    match check_path(main) {
+        Err(message) => Some(message),
+        Ok(()) if main.contains(['+', ' ']) => {
+            Some("may not contain '+' or spaces (the engine is started with it)".into())
+        }
+        Ok(()) => None,
+    }
+}
+
+pub(super) fn unknown_fields(
     object: &Map<String, Value>,
     known: &[&str],
     prefix: &str,
@@ -248,72 +237,6 @@ fn string_field(value: &Value, field: &str, errors: &mut Vec<FieldError>) -> Opt
             errors.push(FieldError::new(field, "must be a string"));
             None
         }
-    }
-}
-
-fn parse_file(entry: &Value, field: &str, errors: &mut Vec<FieldError>) -> Option<SourceFile> {
-    let Some(object) = entry.as_object() else {
-        errors.push(FieldError::new(
-            field,
-            "must be an object with path and content or content_base64",
-        ));
-        return None;
-    };
-    let before = errors.len();
-    unknown_fields(object, FILE_FIELDS, &format!("{field}."), errors);
-    let path = match object.get("path").and_then(Value::as_str) {
-        Some(path) => match check_path(path) {
-            Ok(()) => Some(path.to_string()),
-            Err(message) => {
-                errors.push(FieldError::new(format!("{field}.path"), message));
-                None
-            }
-        },
-        None => {
-            errors.push(FieldError::new(
-                format!("{field}.path"),
-                "is required and must be a string",
-            ));
-            None
-        }
-    };
-    let content = match (object.get("content"), object.get("content_base64")) {
-        (Some(Value::String(text)), None) => Some(text.clone().into_bytes()),
-        (None, Some(Value::String(encoded))) => match BASE64.decode(encoded) {
-            Ok(bytes) => Some(bytes),
-            Err(_) => {
-                errors.push(FieldError::new(
-                    format!("{field}.content_base64"),
-                    "is not valid base64",
-                ));
-                None
-            }
-        },
-        (Some(_), Some(_)) => {
-            errors.push(FieldError::new(
-                format!("{field}.content"),
-                "give content or content_base64, not both",
-            ));
-            None
-        }
-        (None, None) => {
-            errors.push(FieldError::new(
-                format!("{field}.content"),
-                "content or content_base64 is required",
-            ));
-            None
-        }
-        _ => {
-            errors.push(FieldError::new(
-                format!("{field}.content"),
-                "must be a string",
-            ));
-            None
-        }
-    };
-    match (path, content) {
-        (Some(path), Some(content)) if errors.len() == before => Some(SourceFile { path, content }),
-        _ => None,
     }
 }
 
@@ -443,5 +366,50 @@ mod tests {
             fields(parse(&body, &LIMITS).err().unwrap()),
             ["files[1].path"]
         );
+    }
+
+    #[test]
+    fn a_multipart_body_names_its_main_document_among_its_parts() {
+        let upload = |path: &str| SourceFile {
+            path: path.into(),
+            content: b"x".to_vec(),
+        };
+        let metadata = json!({ "project_id": PROJECT, "engine": "xelatex" });
+        let request =
+            parse_multipart(&metadata, vec![upload("main.tex"), upload("img/my figure.png")], &LIMITS)
+                .ok()
+                .unwrap();
+        assert_eq!(request.main, "main.tex");
+        assert_eq!(request.engine, Engine::Xelatex);
+        assert_eq!(request.files.len(), 2);
+
+        let metadata = json!({ "project_id": PROJECT, "main": "paper/a.tex" });
+        let request = parse_multipart(&metadata, vec![upload("paper/a.tex")], &LIMITS)
+            .ok()
+            .unwrap();
+        assert_eq!(request.main, "paper/a.tex");
+
+        for (metadata, uploads, wanted) in [
+            (json!({ "project_id": PROJECT }), vec![upload("a.tex")], vec!["main"]),
+            (
+                json!({ "project_id": PROJECT, "input_latex": "x", "files": [] }),
+                vec![upload("main.tex")],
+                vec!["files", "input_latex"],
+            ),
+            (
+                json!({ "project_id": PROJECT, "main": "my paper.tex" }),
+                vec![upload("my paper.tex")],
+                vec!["main"],
+            ),
+            (
+                json!({ "project_id": PROJECT }),
+                vec![upload("main.tex"), upload("../x"), upload("main.tex")],
+                vec!["files[1].path", "files[2].path"],
+            ),
+        ] {
+            let mut names = fields(parse_multipart(&metadata, uploads, &LIMITS).err().unwrap());
+            names.sort();
+            assert_eq!(names, wanted, "{metadata}");
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! LISTEN: triggers (migration V1) notify `texfleet_jobs` when a job becomes claimable and
-//! `texfleet_job_finished` when one reaches a final state. Schedulers wake on the first and
-//! stop cancelled compiles on the second; the API wakes `Prefer: wait` requests on the second.
+//! LISTEN: triggers (migrations V1 and V8) notify `texfleet_jobs` when a job becomes claimable,
+//! `texfleet_job_started` when a scheduler starts one and `texfleet_job_finished` when one
+//! reaches a final state. Schedulers wake on the first and stop cancelled compiles on the
+//! last; the API wakes `Prefer: wait` requests on the last two.
 
 use futures::StreamExt;
 use std::time::Duration;
@@ -8,6 +9,8 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 /// Channel a trigger notifies whenever a job becomes claimable (payload: the job id).
 pub const JOBS_QUEUED_CHANNEL: &str = "texfleet_jobs";
+/// Channel a trigger notifies whenever a scheduler starts a job (payload: the job id).
+pub const JOBS_STARTED_CHANNEL: &str = "texfleet_job_started";
 /// Channel a trigger notifies whenever a job reaches a final state (payload: the job id).
 pub const JOBS_FINISHED_CHANNEL: &str = "texfleet_job_finished";
 
