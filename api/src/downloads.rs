@@ -19,7 +19,7 @@ use tokio_util::io::ReaderStream;
     params(("id" = Uuid, Path, description = "Job id"),
            ("If-None-Match" = Option<String>, Header, description = "An ETag of this PDF: 304 if it is the same")),
     responses(
-        (status = 200, description = "The PDF", content_type = "application/pdf", body = [u8], headers(
+        (status = 200, description = "The PDF", content_type = "application/pdf", body = PdfBytes, headers(
             ("ETag" = String, description = "Strong: the SHA-256 of the PDF"),
             ("Content-Disposition" = String, description = "inline; filename=\"<short_job_id>.pdf\""),
             ("X-Request-Id" = String, description = "The request's id"),
@@ -109,6 +109,12 @@ pub async fn get_log(
     }
     Ok(response)
 }
+
+/// A PDF's bytes, as the OpenAPI document names a binary body.
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct PdfBytes(Vec<u8>);
 
 fn strong_etag(sha256: &str) -> HeaderValue {
     HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")

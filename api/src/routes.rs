@@ -35,7 +35,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Va
 #[utoipa::path(get, path = "/compile/{id}", tag = "compile", security(("bearer" = [])),
     params(("id" = Uuid, Path, description = "Job id"),
            ("Prefer" = Option<String>, Header, description = "wait=<seconds> (at most 60): answer once the job is terminal (or has started, with until=started), or when the wait ends"),
-           ("until" = Option<WaitUntil>, Query, description = "What Prefer: wait waits for: terminal (default) or started (the job has left Queued)")),
+           ("until" = inline(Option<WaitUntil>), Query, description = "What Prefer: wait waits for: terminal (default) or started (the job has left Queued)")),
     responses(
         (status = 200, description = "The job", body = Job, headers(
             ("Preference-Applied" = Option<String>, description = "wait=<seconds>, when Prefer: wait was honoured"),

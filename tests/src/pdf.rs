@@ -1,5 +1,5 @@
 //! Reading PDFs the way a reader would: their text (poppler), and every stream inflated so
-//! that a search for a leaked secret sees past compression.
+//! that a search for a leaked secret sees past compression; and a figure to put in one.
 
 use uuid::Uuid;
 
@@ -43,6 +43,14 @@ pub fn pdf_bytes_inflated(pdf: &[u8]) -> Vec<u8> {
         }
     }
     all
+}
+
+/// A valid 4x4 red PNG, for documents that include a figure.
+pub fn tiny_png() -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode("iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg==")
+        .expect("base64")
 }
 
 /// How many objects of `/Subtype /<subtype>` (`Image`, `Form`) the PDF holds, in object

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use texfleet_e2e::{answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, TestApp};
+use texfleet_e2e::{answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, tiny_png, TestApp};
 
 const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
 
@@ -58,15 +58,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A 4x4 red PNG.
-fn png() -> Vec<u8> {
-    let base64 = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEklEQVR4nGP8z4APMOGVHbHSAEEsAQeuT7YMAAAAAElFTkSuQmCC";
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD
-        .decode(base64)
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile_left() {
     let app = TestApp::spawn().await;
@@ -79,7 +70,7 @@ async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile
     );
     folder.write("paper/chapters/one.tex", "From the chapter.");
     folder.write("macros.tex", "From the top level.");
-    folder.write("paper/figures/my figure.png", png());
+    folder.write("paper/figures/my figure.png", tiny_png());
     // What an earlier compile left, and what git ignores: none of it may be sent (the
     // server refuses output.* beside the main document, and a stale .aux would be read).
     folder.write("paper/main.aux", "\\relax \\gdef\\stale{STALE-AUX}");

@@ -127,11 +127,14 @@ async fn an_undefined_control_sequence_fails_with_a_diagnostic_naming_its_line()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_endless_loop_times_out_within_the_limit() {
+async fn an_endless_loop_times_out_within_the_limit_and_keeps_its_log() {
     let app = TestApp::spawn().await;
     let timeout = 3;
     let job = app
-        .compile(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": timeout }))
+        .compile(json!({
+            "input_latex": "\\message{BEFORE-THE-LOOP}\\loop\\iftrue\\repeat",
+            "timeout_seconds": timeout
+        }))
         .await;
     assert_eq!(job["status"], "TimedOut", "{job:#}");
     assert_eq!(job["error"]["code"], "timeout");
@@ -140,6 +143,12 @@ async fn an_endless_loop_times_out_within_the_limit() {
     let took = (finished - started).as_seconds_f64();
     let limit = (timeout + app.config.kill_grace_seconds) as f64 + 2.0;
     assert!(took < limit, "took {took}s, more than {limit}s");
+    // The log written up to the deadline is kept and served.
+    assert_eq!(job["links"]["log"], format!("/compile/{}/log", id_of(&job)));
+    let log = app.get(&format!("/compile/{}/log", id_of(&job))).await;
+    assert_eq!(log.status(), 200);
+    let log = log.text().await.unwrap();
+    assert!(log.contains("BEFORE-THE-LOOP"), "{log}");
     assert_container_removed(id_of(&job)).await;
 }
 
