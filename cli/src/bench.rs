@@ -36,6 +36,7 @@ pub struct BenchArgs {
     /// POST /compile requests for the ingest figure.
     #[arg(long, default_value_t = 5000)]
     ingest_requests: usize,
+    /// Requests in flight at once for the ingest figure.
     #[arg(long, default_value_t = 32)]
     ingest_concurrency: usize,
     /// Concurrent workers claiming and completing for the queue figure.

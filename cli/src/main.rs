@@ -89,6 +89,7 @@ enum SandboxCommand {
 enum ProjectCommand {
     /// Create a project and print its id.
     Create {
+        /// A name for people (the id is what the API uses).
         #[arg(long, default_value = "")]
         name: String,
     },
@@ -98,8 +99,10 @@ enum ProjectCommand {
 enum TokenCommand {
     /// Create a token for a project and print it; it is shown only this once.
     Create {
+        /// The project the token gives access to.
         #[arg(long)]
         project: Uuid,
+        /// A name to recognise the token by in `token list`.
         #[arg(long, default_value = "")]
         name: String,
         /// Lifetime such as `30d` or `12h`; no expiry when omitted.
@@ -108,11 +111,15 @@ enum TokenCommand {
     },
     /// List a project's tokens (never the tokens themselves).
     List {
+        /// The project whose tokens to list.
         #[arg(long)]
         project: Uuid,
     },
     /// Revoke a token by its id.
-    Revoke { token_id: Uuid },
+    Revoke {
+        /// The token's id (`token list` shows it), not the token itself.
+        token_id: Uuid,
+    },
 }
 
 /// Runs the command; an error is one line on stderr (never a backtrace) and an exit code of

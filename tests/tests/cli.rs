@@ -144,7 +144,7 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
         "{stderr}"
     );
     assert_eq!(
-        stderr.matches("error: Undefined").count(),
+        stderr.matches(": error: ").count(),
         1,
         "TeX's fatal-error line is part of the error: {stderr}"
     );
@@ -160,6 +160,15 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
     assert!(stderr.contains("--allow-errors"), "{stderr}");
     assert!(folder.path("flawed.pdf").exists() && folder.path("flawed.log").exists());
     std::fs::remove_file(folder.path("flawed.pdf")).unwrap();
+    // A language the installation lacks is an error too, though TeX goes on to a PDF.
+    folder.write(
+        "klingon.tex",
+        "\\documentclass{article}\n\\usepackage[klingon]{babel}\n\\begin{document}\nQapla'\n\\end{document}\n",
+    );
+    let output = texfleet(&app, &folder.0, &["compile", "klingon.tex"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: Package babel Error: Unknown option 'klingon'"), "{stderr}");
     let output = texfleet(&app, &folder.0, &["compile", "flawed.tex", "--allow-errors"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let words = pdf_text(&std::fs::read(folder.path("flawed.pdf")).unwrap());
