@@ -7,6 +7,7 @@
 
 use crate::client::{is_terminal, job_id, ApiError, Client, ServerArgs, Until};
 use crate::exit::{Exit, Failure};
+use crate::local_files::write_replacing;
 use crate::project_files::{self, ProjectFile};
 use crate::report::{self, Format, Locations, OutputArgs};
 use anyhow::Context as _;
@@ -125,8 +126,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let mut written_pdf = None;
     if succeeded {
         let pdf = client.pdf(&id).await?;
-        std::fs::write(&pdf_path, &pdf)
-            .with_context(|| format!("writing {}", pdf_path.display()))?;
+        write_replacing(&pdf_path, &pdf)?;
         if format != Format::Json {
             eprintln!(
                 "wrote {} ({} bytes) in {:.1}s",
@@ -142,7 +142,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     if failed && job["links"]["log"].is_string() {
         let log_path = pdf_path.with_extension("log");
         let log = client.log(&id).await?;
-        std::fs::write(&log_path, log).with_context(|| format!("writing {}", log_path.display()))?;
+        write_replacing(&log_path, &log)?;
         written_log = Some(log_path);
     }
     if format == Format::Json {
@@ -201,8 +201,16 @@ fn project(args: &CompileArgs, pdf: &Path) -> anyhow::Result<(Vec<ProjectFile>, 
             Some(dir.clone()),
         ),
         None => {
-            if !args.main.is_file() {
-                return Err(Failure::usage(format!("{given}: no such file")));
+            // A link could send a file of the user's own (a key, a credential) as the
+            // document; with --files, links are never followed either.
+            match std::fs::symlink_metadata(&args.main) {
+                Ok(meta) if meta.is_file() => {}
+                Ok(_) => {
+                    return Err(Failure::usage(format!(
+                        "{given}: not a regular file (links are not followed)"
+                    )))
+                }
+                Err(_) => return Err(Failure::usage(format!("{given}: no such file"))),
             }
             let name = args.main.file_name().unwrap_or_default().to_string_lossy();
             let plain = name

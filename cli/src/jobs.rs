@@ -3,6 +3,7 @@
 
 use crate::client::{is_terminal, Client, ServerArgs};
 use crate::exit::Exit;
+use crate::local_files::write_replacing;
 use crate::report::{self, Format, Locations, OutputArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -109,14 +110,11 @@ pub async fn log(args: LogArgs) -> anyhow::Result<Exit> {
     let id = args.id.to_string();
     let log = client.log(&id).await?;
     match (&args.output, args.format.format()) {
-        (Some(path), _) => std::fs::write(path, &log)?,
+        (Some(path), _) => write_replacing(path, &log)?,
         (None, Format::Json) => {
             println!("{}", json!({ "id": id, "log": String::from_utf8_lossy(&log) }))
         }
-        (None, _) => {
-            use std::io::Write as _;
-            std::io::stdout().write_all(&log)?;
-        }
+        (None, _) => print_untrusted(&String::from_utf8_lossy(&log)),
     }
     Ok(Exit::Success)
 }
@@ -149,6 +147,28 @@ pub async fn list(args: ListArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Success)
+}
+
+/// Prints text the document wrote (a log): without the control characters a terminal would
+/// obey (escape sequences), and, under GitHub Actions, with the runner's workflow commands
+/// switched off around it, so that a line of the log cannot pose as one (`::add-mask::`).
+fn print_untrusted(text: &str) {
+    let shown: String = text
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() => char::REPLACEMENT_CHARACTER,
+            c => c,
+        })
+        .collect();
+    if std::env::var_os("GITHUB_ACTIONS").is_some() {
+        let token = Uuid::new_v4().simple().to_string();
+        println!("::stop-commands::{token}");
+        print!("{shown}");
+        println!("\n::{token}::");
+    } else {
+        print!("{shown}");
+    }
 }
 
 /// One line a person reads: id, status, engine, when, how long, and why it failed.

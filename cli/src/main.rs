@@ -8,6 +8,7 @@ mod client;
 mod compile;
 mod exit;
 mod jobs;
+mod local_files;
 mod project_files;
 mod report;
 mod soak;

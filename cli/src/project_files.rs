@@ -1,7 +1,8 @@
 //! Which local files `texfleet compile --files <dir>` sends: the project's sources, not what
-//! an earlier compile left beside them. Hidden files and what `.gitignore` (and `.ignore`)
-//! excludes are skipped, as git would (with the `ignore` crate, ripgrep's walker, so the rules
-//! are git's own, in nested folders too); so are TeX's auxiliary files and the outputs of a
+//! an earlier compile left beside them. Hidden files (always), links (never followed) and what
+//! `.gitignore`, `.ignore` and the user's global git excludes leave out are skipped, as git
+//! would (with the `ignore` crate, ripgrep's walker, so the rules are git's own, in nested
+//! folders too); so are TeX's auxiliary files and the outputs of a
 //! compile: the main document's PDF, and `output.*` beside it, which the server reserves.
 
 use crate::exit::Failure;
@@ -66,15 +67,24 @@ pub fn collect(dir: &Path, main: &Path, skip: &[PathBuf]) -> anyhow::Result<Vec<
     let mut files = Vec::new();
     for entry in ignore::WalkBuilder::new(&root)
         .require_git(false)
-        .git_global(false)
         .sort_by_file_name(|a, b| a.cmp(b))
         .build()
     {
         let entry = entry?;
+        // Links are not followed (the walker's default) nor sent.
         if !entry.file_type().is_some_and(|kind| kind.is_file()) {
             continue;
         }
         let local = entry.into_path();
+        // Hidden files stay, whatever a `!` rule in an ignore file says (`.env`, `.git/`).
+        let hidden = local
+            .strip_prefix(&root)
+            .into_iter()
+            .flat_map(Path::components)
+            .any(|part| part.as_os_str().to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
         let name = local.file_name().unwrap_or_default().to_string_lossy();
         let beside_main = local.parent() == Some(main_folder.as_path());
         let is_output = beside_main
@@ -148,7 +158,9 @@ mod tests {
         ] {
             write(path);
         }
-        std::fs::write(dir.join(".gitignore"), "build/\n*.key\n").unwrap();
+        std::fs::write(dir.join(".gitignore"), "build/\n*.key\n!.env\n").unwrap();
+        std::fs::write(dir.join(".env"), "SECRET=1").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dir.join("linked.tex")).unwrap();
         std::fs::write(dir.join("chapters/.gitignore"), "draft.tex\n").unwrap();
         let sent: Vec<String> = collect(&dir, &dir.join("paper.tex"), &[])
             .unwrap()

@@ -294,7 +294,7 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_busy_server_is_waited_for_and_a_lost_answer_does_not_make_a_second_job() {
+async fn a_busy_server_is_waited_for() {
     let app = TestApp::spawn_api_only(|config| {
         config.rate_limit_per_second = 1;
         config.rate_limit_burst = 1;
@@ -309,7 +309,13 @@ async fn a_busy_server_is_waited_for_and_a_lost_answer_does_not_make_a_second_jo
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("429 rate_limited") && stderr.contains("retrying"), "{stderr}");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_answer_is_retried_as_the_same_job() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let folder = Folder::new();
+    folder.write("doc.tex", "\\documentclass{article}\\begin{document}x\\end{document}");
     // The submission reaches the server, its answer is lost: the retry, with the same
     // Idempotency-Key, is the same job.
     let proxy = answer_dropping_proxy(app.url.trim_start_matches("http://").to_string()).await;

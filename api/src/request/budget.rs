@@ -1,16 +1,17 @@
-//! A count of the members of every object in a JSON body, made without building the body:
-//! a body of a few megabytes with hundreds of thousands of keys would otherwise cost a tree
-//! of hundreds of megabytes before a single field is checked.
+//! A count of the members of every object and the elements of every array in a JSON body,
+//! made without building the body: a body of a few megabytes with hundreds of thousands of
+//! keys or empty arrays (`[[],[],...]`) would otherwise cost a tree of hundreds of megabytes
+//! before a single field is checked.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::cell::Cell;
 use std::fmt;
 
-/// The most object members a body of `POST /compile` can meaningfully hold: its own fields
-/// and three per file.
-pub const MAX_MEMBERS: usize = texfleet_core::validate::MAX_FILES * 3 + 50;
+/// The most object members and array elements a body of `POST /compile` can meaningfully
+/// hold: its own fields, and per file its place in `files` and three members.
+pub const MAX_MEMBERS: usize = texfleet_core::validate::MAX_FILES * 4 + 50;
 
-/// Whether `body` is JSON with more than `limit` object members in all. Malformed JSON is
+/// Whether `body` is JSON with more than `limit` object members and array elements in all. Malformed JSON is
 /// not judged here (the parser that follows reports it).
 pub fn exceeds(body: &[u8], limit: usize) -> bool {
     let left = Cell::new(limit);
@@ -22,6 +23,19 @@ pub fn exceeds(body: &[u8], limit: usize) -> bool {
 #[derive(Clone, Copy)]
 struct Counter<'a> {
     left: &'a Cell<usize>,
+}
+
+impl Counter<'_> {
+    /// Counts one member or element (an array's end counts too: an empty array is a node).
+    fn spend<E: serde::de::Error>(self) -> Result<(), E> {
+        match self.left.get() {
+            0 => Err(E::custom("too many members")),
+            left => {
+                self.left.set(left - 1);
+                Ok(())
+            }
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Counter<'_> {
@@ -41,18 +55,19 @@ impl<'de> Visitor<'de> for Counter<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while map.next_key::<IgnoredAny>()?.is_some() {
-            match self.left.get() {
-                0 => return Err(serde::de::Error::custom("too many members")),
-                left => self.left.set(left - 1),
-            }
+            self.spend()?;
             map.next_value_seed(self)?;
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(self)?.is_some() {}
-        Ok(())
+        loop {
+            self.spend()?;
+            if seq.next_element_seed(self)?.is_none() {
+                return Ok(());
+            }
+        }
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<(), E> {
@@ -83,12 +98,15 @@ mod tests {
     fn counts_members_at_every_depth() {
         assert!(!exceeds(
             br#"{"a": 1, "files": [{"path": "x", "content": "y"}]}"#,
-            4
+            6
         ));
         assert!(exceeds(
             br#"{"a": 1, "files": [{"path": "x", "content": "y"}]}"#,
-            3
+            5
         ));
+        // Empty arrays cost nothing to send and a node each to build.
+        let arrays = format!("{{\"files\": [{}]}}", vec!["[]"; 10_000].join(","));
+        assert!(exceeds(arrays.as_bytes(), MAX_MEMBERS));
         let flood = format!(
             "{{{}}}",
             (0..10_000)
