@@ -1,4 +1,4 @@
-//! The outputs of a job: its PDF and its log, from object storage. Each is sent with a strong
+//! The outputs of a job: its PDF, its log and its SyncTeX file, from object storage. Each is sent with a strong
 //! `ETag`, the SHA-256 of its bytes recorded by the scheduler that stored it, so a client that
 //! has it already gets `304 Not Modified` without a read of the object store. A job that
 //! reused an earlier result (the result cache) serves that job's objects, with their hashes.
@@ -45,19 +45,71 @@ pub async fn get_pdf(
             )))
         }
     };
+    let disposition = format!("inline; filename=\"{}.pdf\"", short_job_id(job.id));
     let etag = job.pdf_sha256.as_deref().map(strong_etag);
-    if let Some(unchanged) = not_modified(&request, etag.as_ref()) {
+    stream(&state, &key, "application/pdf", disposition, etag, &request).await
+}
+
+/// The SyncTeX file of a Succeeded job, which maps positions in the PDF to source lines.
+#[utoipa::path(get, path = "/compile/{id}/synctex", tag = "compile", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Job id"),
+           ("If-None-Match" = Option<String>, Header, description = "An ETag of this file: 304 if it is the same")),
+    responses(
+        (status = 200, description = "The SyncTeX file (gzip)", content_type = "application/gzip", body = GzipBytes, headers(
+            ("ETag" = String, description = "Strong: the SHA-256 of the file"),
+            ("Content-Disposition" = String, description = "attachment; filename=\"<short_job_id>.synctex.gz\""),
+            ("X-Request-Id" = String, description = "The request's id"),
+        )),
+        (status = 304, description = "The client's copy (If-None-Match) is this file"),
+        (status = 404, description = "No such job in this project, or the job has no SyncTeX file", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job has not ended yet (not_ready)", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn get_synctex(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(id): Path<String>,
+    request: HeaderMap,
+) -> Result<Response, Problem> {
+    let job = find_job(&state, &auth, &id).await?;
+    if !job.status.is_terminal() {
+        return Err(Problem::not_ready(format!(
+            "the job is {}; a SyncTeX file exists only once it has Succeeded",
+            job.status.as_str()
+        )));
+    }
+    let Some(key) = job.synctex_storage_key else {
+        return Err(Problem::not_found(format!(
+            "the job ended {} without a SyncTeX file",
+            job.status.as_str()
+        )));
+    };
+    let disposition = format!(
+        "attachment; filename=\"{}.synctex.gz\"",
+        short_job_id(job.id)
+    );
+    let etag = job.synctex_sha256.as_deref().map(strong_etag);
+    stream(&state, &key, "application/gzip", disposition, etag, &request).await
+}
+
+/// An object streamed from the store with its type, disposition and strong `ETag`, or `304`
+/// when the client has it.
+async fn stream(
+    state: &AppState,
+    key: &str,
+    content_type: &'static str,
+    disposition: String,
+    etag: Option<HeaderValue>,
+    request: &HeaderMap,
+) -> Result<Response, Problem> {
+    if let Some(unchanged) = not_modified(request, etag.as_ref()) {
         return Ok(unchanged);
     }
-    let object = state.storage.get(&key).await?;
+    let object = state.storage.get(key).await?;
     let mut response =
         Body::from_stream(ReaderStream::new(object.body.into_async_read())).into_response();
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/pdf"),
-    );
-    let disposition = format!("inline; filename=\"{}.pdf\"", short_job_id(job.id));
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(
         header::CONTENT_DISPOSITION,
         HeaderValue::try_from(disposition).expect("hex digits are a header value"),
@@ -115,6 +167,12 @@ pub async fn get_log(
 #[derive(utoipa::ToSchema)]
 #[schema(value_type = String, format = Binary)]
 pub struct PdfBytes(Vec<u8>);
+
+/// A gzip file's bytes, as the OpenAPI document names a binary body.
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct GzipBytes(Vec<u8>);
 
 fn strong_etag(sha256: &str) -> HeaderValue {
     HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")

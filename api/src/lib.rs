@@ -76,6 +76,7 @@ fn router(state: AppState) -> Router {
         .routes(routes!(routes::get_job, routes::cancel))
         .routes(routes!(downloads::get_pdf))
         .routes(routes!(downloads::get_log))
+        .routes(routes!(downloads::get_synctex))
         .routes(routes!(routes::list))
         .routes(routes!(info::info))
         .routes(routes!(metrics::serve))

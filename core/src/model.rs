@@ -116,6 +116,7 @@ pub struct Diagnostic {
     "duration_ms": 310,
     "pdf_storage_key": "compiles/3f2b8c1e/output.pdf",
     "log_storage_key": "compiles/3f2b8c1e/output.log",
+    "synctex_storage_key": "compiles/3f2b8c1e/output.synctex.gz",
     "error": null,
     "diagnostics": [{ "severity": "warning", "file": null, "line": 7,
                       "message": "Reference `sec:x' on page 1 undefined on input line 7.",
@@ -124,7 +125,7 @@ pub struct Diagnostic {
     "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
                "pdf": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/pdf",
                "log": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/log",
-               "synctex": null }
+               "synctex": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/synctex" }
 }))]
 pub struct Job {
     pub id: Uuid,
@@ -140,6 +141,9 @@ pub struct Job {
     pub duration_ms: Option<i64>,
     pub pdf_storage_key: Option<String>,
     pub log_storage_key: Option<String>,
+    /// `compiles/<short_job_id>/output.synctex.gz` when a Succeeded job's engine wrote one.
+    #[serde(default)]
+    pub synctex_storage_key: Option<String>,
     pub error: Option<JobError>,
     pub diagnostics: Vec<Diagnostic>,
     /// The earlier job of the project whose result this one reused (the result cache): its
@@ -154,6 +158,8 @@ pub struct Job {
     pub pdf_sha256: Option<String>,
     #[serde(skip)]
     pub log_sha256: Option<String>,
+    #[serde(skip)]
+    pub synctex_sha256: Option<String>,
 }
 
 /// The paths of a job and of its outputs on this API, so that clients need not build URLs;
@@ -164,17 +170,16 @@ pub struct JobLinks {
     pub job: String,
     pub pdf: Option<String>,
     pub log: Option<String>,
-    /// SyncTeX data is not kept yet: always `null`.
     pub synctex: Option<String>,
 }
 
 impl JobLinks {
-    pub fn of(id: Uuid, has_pdf: bool, has_log: bool) -> JobLinks {
+    pub fn of(id: Uuid, has_pdf: bool, has_log: bool, has_synctex: bool) -> JobLinks {
         let job = format!("/compile/{id}");
         JobLinks {
             pdf: has_pdf.then(|| format!("{job}/pdf")),
             log: has_log.then(|| format!("{job}/log")),
-            synctex: None,
+            synctex: has_synctex.then(|| format!("{job}/synctex")),
             job,
         }
     }

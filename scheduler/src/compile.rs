@@ -10,7 +10,7 @@ use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed, KILLED};
 use crate::record::record;
 use crate::stop::{JobStop, StopReason};
-use crate::upload::upload_outputs;
+use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
@@ -156,17 +156,17 @@ async fn compile_and_upload(
     metrics::COMPILE_TIME
         .with_label_values(&[job.engine.as_str()])
         .observe(duration_ms as f64 / 1000.0);
-    let outcome = Outcome {
+    let outcome = Outcome::new(
         status,
         error,
         diagnostics,
-        pdf_storage_key: None,
-        log_storage_key: None,
-        duration_ms: Some(duration_ms),
-        pdf_sha256: None,
-        log_sha256: None,
-        image_id: context.sandbox.image_id().to_string(),
+        Some(duration_ms),
+        context.sandbox.image_id().to_string(),
+    );
+    let outputs = Outputs {
+        log: collected.log,
+        pdf: collected.pdf,
+        synctex: collected.synctex,
     };
-
-    upload_outputs(context, job, stop, collected.log, collected.pdf, outcome).await
+    upload_outputs(context, job, stop, outputs, outcome).await
 }

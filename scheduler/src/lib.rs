@@ -28,6 +28,7 @@ mod outcome;
 mod record;
 mod self_check;
 mod stop;
+mod synctex;
 mod upkeep;
 mod upload;
 mod warm_pool;

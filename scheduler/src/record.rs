@@ -104,20 +104,16 @@ async fn finish_or_fall_back(
         "could not delete an unrecorded output; retention will",
     )
     .await;
-    let fallback = Outcome {
-        status: JobStatus::Failed,
-        error: Some(JobError {
+    let fallback = Outcome::new(
+        JobStatus::Failed,
+        Some(JobError {
             code: ErrorCode::SandboxError,
             message: "the outcome of the compile could not be recorded".to_string(),
         }),
-        diagnostics: Vec::new(),
-        pdf_storage_key: None,
-        log_storage_key: None,
-        duration_ms: outcome.duration_ms,
-        pdf_sha256: None,
-        log_sha256: None,
-        image_id: outcome.image_id,
-    };
+        Vec::new(),
+        outcome.duration_ms,
+        outcome.image_id,
+    );
     let finished = with_db_retries(|| db::finish_job(&context.db, job.id, owner, &fallback)).await;
     finished.map(|held| held.map(|time| (time, fallback)))
 }

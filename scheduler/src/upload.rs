@@ -11,18 +11,32 @@ use backon::{ExponentialBuilder, Retryable};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{log_storage_key, pdf_storage_key, ClaimedJob, JobStatus};
+use crate::synctex;
+use texfleet_core::model::{
+    log_storage_key, pdf_storage_key, synctex_storage_key, ClaimedJob, JobStatus,
+};
 
-/// Uploads the log, and the PDF of a Succeeded job, and records their keys in `outcome`.
+/// How much larger than its cap a SyncTeX file may grow when decompressed.
+const UNCOMPRESSED_SYNCTEX_FACTOR: usize = 4;
+
+/// What a compile left to store, as collected from the sandbox (caps and types checked).
+pub struct Outputs {
+    pub log: Option<Vec<u8>>,
+    pub pdf: Option<Vec<u8>>,
+    pub synctex: Option<Vec<u8>>,
+}
+
+/// Uploads the log, and the PDF and SyncTeX file of a Succeeded job, and records their keys
+/// in `outcome`.
 pub async fn upload_outputs(
     context: &Context,
     job: &ClaimedJob,
     stop: &JobStop,
-    log: Option<Vec<u8>>,
-    pdf: Option<Vec<u8>>,
+    outputs: Outputs,
     mut outcome: Outcome,
 ) -> Result<Outcome, Interrupted> {
     let uploading = Instant::now();
+    let Outputs { log, pdf, synctex } = outputs;
     if let Some(log) = log {
         let key = log_storage_key(job.id);
         outcome.log_sha256 = Some(sha256_hex(&log));
@@ -36,6 +50,17 @@ pub async fn upload_outputs(
         put(context, job, &key, pdf, "application/pdf", stop).await?;
         tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
+        let limit = context.config.max_synctex_bytes.saturating_mul(UNCOMPRESSED_SYNCTEX_FACTOR);
+        match synctex {
+            Some(synctex) if synctex::is_synctex(&synctex, limit) => {
+                let key = synctex_storage_key(job.id);
+                outcome.synctex_sha256 = Some(sha256_hex(&synctex));
+                put(context, job, &key, synctex, "application/gzip", stop).await?;
+                outcome.synctex_storage_key = Some(key);
+            }
+            Some(_) => tracing::warn!("the sandbox's output.synctex.gz is not a SyncTeX file; not stored"),
+            None => {}
+        }
     }
     metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
     Ok(outcome)

@@ -72,6 +72,21 @@ async fn an_unchanged_resubmission_reuses_the_result_without_a_container() {
         app.pdf_of(id_of(&reused)).await,
         app.pdf_of(id_of(&original)).await
     );
+    // The SyncTeX file is reused with the PDF it describes.
+    assert!(original["synctex_storage_key"].is_string(), "{original:#}");
+    assert_eq!(reused["synctex_storage_key"], original["synctex_storage_key"]);
+    let synctex = |id: String| {
+        let app = &app;
+        async move {
+            let response = app.get(&format!("/compile/{id}/synctex")).await;
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap()
+        }
+    };
+    assert_eq!(
+        synctex(id_of(&reused).to_string()).await,
+        synctex(id_of(&original).to_string()).await
+    );
     let log = |id: String| {
         let app = &app;
         async move {

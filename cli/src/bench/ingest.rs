@@ -97,17 +97,13 @@ async fn ingest_and_queue_in(
 
     // The ingested jobs are the queue's work; a no-op sandbox completes each at once.
     let scheduler_pool = db::pool(&bench_config, &bench_config.scheduler_database_url)?;
-    let outcome = Outcome {
-        status: JobStatus::Succeeded,
-        error: None,
-        diagnostics: Vec::new(),
-        pdf_storage_key: None,
-        log_storage_key: None,
-        duration_ms: Some(0),
-        pdf_sha256: None,
-        log_sha256: None,
-        image_id: String::new(),
-    };
+    let outcome = Outcome::new(
+        JobStatus::Succeeded,
+        None,
+        Vec::new(),
+        Some(0),
+        String::new(),
+    );
     let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let started = Instant::now();
     let workers = (0..args.queue_workers).map(|worker| {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 pub(super) const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at,
     finished_at, duration_ms, pdf_storage_key, log_storage_key, error_code, error_message,
-    diagnostics, reused_from, pdf_sha256, log_sha256";
+    diagnostics, reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256";
 
 pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let error = parsed_opt(row, "error_code")?.map(|code| JobError {
@@ -24,12 +24,14 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let status: JobStatus = parsed(row, "status")?;
     let (pdf_storage_key, log_storage_key): (Option<String>, Option<String>) =
         (row.get("pdf_storage_key"), row.get("log_storage_key"));
+    let synctex_storage_key: Option<String> = row.get("synctex_storage_key");
     let id = row.get("id");
     Ok(Job {
         links: JobLinks::of(
             id,
             status == JobStatus::Succeeded && pdf_storage_key.is_some(),
             log_storage_key.is_some(),
+            synctex_storage_key.is_some(),
         ),
         id,
         project_id: row.get("project_id"),
@@ -41,12 +43,14 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
         duration_ms: row.get("duration_ms"),
         pdf_storage_key,
         log_storage_key,
+        synctex_storage_key,
         error,
         diagnostics: serde_json::from_value(diagnostics)
             .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?,
         reused_from: row.get("reused_from"),
         pdf_sha256: row.get("pdf_sha256"),
         log_sha256: row.get("log_sha256"),
+        synctex_sha256: row.get("synctex_sha256"),
     })
 }
 

@@ -260,12 +260,39 @@ pub struct Outcome {
     pub diagnostics: Vec<Diagnostic>,
     pub pdf_storage_key: Option<String>,
     pub log_storage_key: Option<String>,
+    pub synctex_storage_key: Option<String>,
     pub duration_ms: Option<i64>,
-    /// Hex SHA-256 of the stored PDF and log.
+    /// Hex SHA-256 of the stored PDF, log and SyncTeX file.
     pub pdf_sha256: Option<String>,
     pub log_sha256: Option<String>,
+    pub synctex_sha256: Option<String>,
     /// The sandbox image that compiled it (the result cache reuses only the same image's).
     pub image_id: String,
+}
+
+impl Outcome {
+    /// An outcome with nothing stored yet (the upload fills in the keys and hashes).
+    pub fn new(
+        status: JobStatus,
+        error: Option<JobError>,
+        diagnostics: Vec<Diagnostic>,
+        duration_ms: Option<i64>,
+        image_id: String,
+    ) -> Outcome {
+        Outcome {
+            status,
+            error,
+            diagnostics,
+            pdf_storage_key: None,
+            log_storage_key: None,
+            synctex_storage_key: None,
+            duration_ms,
+            pdf_sha256: None,
+            log_sha256: None,
+            synctex_sha256: None,
+            image_id,
+        }
+    }
 }
 
 /// Records a final outcome and returns the job's end-to-end time (submission to now), or
@@ -287,7 +314,7 @@ pub async fn finish_job(
                              lease_expires_at = NULL, error_code = $4, error_message = $5,
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
                              duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
-                             image_id = $12
+                             image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
             &[
@@ -303,6 +330,8 @@ pub async fn finish_job(
                 &outcome.pdf_sha256,
                 &outcome.log_sha256,
                 &outcome.image_id,
+                &outcome.synctex_storage_key,
+                &outcome.synctex_sha256,
             ],
         )
         .await?;

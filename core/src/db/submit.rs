@@ -99,11 +99,12 @@ pub(crate) async fn insert_job_drawing_ids(
                                      timeout_seconds, max_attempts, idempotency_key, request_hash,
                                      input_hash, main_path, status, started_at, finished_at, duration_ms,
                                      pdf_storage_key, log_storage_key, diagnostics, image_id,
-                                     reused_from, pdf_sha256, log_sha256)
+                                     reused_from, pdf_sha256, log_sha256, synctex_storage_key,
+                                     synctex_sha256)
                                  SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2,
                                         $3, $4, input_hash, main_path, 'Succeeded', now(), now(), duration_ms,
                                         pdf_storage_key, log_storage_key, diagnostics, image_id,
-                                        id, pdf_sha256, log_sha256
+                                        id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256
                                  FROM jobs WHERE id = $5
                                  ON CONFLICT DO NOTHING
                                  RETURNING {JOB_COLUMNS}"

@@ -1,0 +1,103 @@
+//! SyncTeX: every engine writes it, a Succeeded job stores it beside the PDF and serves it, and
+//! it maps a line of the document to the page it is on.
+
+use flate2::read::GzDecoder;
+use serde_json::{json, Value};
+use std::io::Read;
+use texfleet_e2e::TestApp;
+
+/// A document whose fifth line holds a word that lands on page 1.
+const DOCUMENT: &str = "\\documentclass{article}\n\\begin{document}\nFirst paragraph.\n\n\
+                        Line five holds SYNCMARKER here.\n\\end{document}\n";
+
+/// The pages on which the SyncTeX file places boxes of `line` of the main document.
+fn pages_of_line(synctex: &str, line: u32) -> Vec<u32> {
+    let tag = synctex
+        .lines()
+        .filter_map(|l| l.strip_prefix("Input:"))
+        .find_map(|rest| {
+            let (tag, path) = rest.split_once(':')?;
+            path.ends_with("main.tex").then(|| tag.to_string())
+        })
+        .expect("the main document is an input");
+    let record = format!("{tag},{line}:");
+    let mut page = None;
+    let mut pages = Vec::new();
+    for entry in synctex.lines() {
+        if let Some(number) = entry.strip_prefix('{') {
+            page = number.parse().ok();
+        } else if entry.starts_with('}') {
+            page = None;
+        } else if let Some(page) = page {
+            let kind = entry.chars().next().unwrap_or(' ');
+            if "[(hvxkg$".contains(kind) && entry[1..].starts_with(&record) && !pages.contains(&page) {
+                pages.push(page);
+            }
+        }
+    }
+    pages
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_engine_s_synctex_maps_a_line_to_its_page_and_is_served() {
+    let app = TestApp::spawn().await;
+    for engine in ["pdflatex", "xelatex", "lualatex"] {
+        let job = app
+            .compile(json!({ "input_latex": DOCUMENT, "engine": engine }))
+            .await;
+        assert_eq!(job["status"], "Succeeded", "{job:#}");
+        let id = job["id"].as_str().unwrap();
+        let short = id.split('-').next().unwrap();
+        let key = format!("compiles/{short}/output.synctex.gz");
+        assert_eq!(job["synctex_storage_key"], key.as_str());
+        assert_eq!(job["links"]["synctex"], format!("/compile/{id}/synctex"));
+        let response = app.get(&format!("/compile/{id}/synctex")).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "application/gzip");
+        let etag = response.headers()["etag"].to_str().unwrap().to_string();
+        let compressed = response.bytes().await.unwrap();
+        assert_eq!(
+            app.storage.get_bytes(&key).await.unwrap(),
+            compressed.to_vec(),
+            "what is served is what is stored"
+        );
+        let mut synctex = String::new();
+        GzDecoder::new(&compressed[..])
+            .read_to_string(&mut synctex)
+            .unwrap();
+        assert_eq!(pages_of_line(&synctex, 5), [1], "{engine}: {synctex}");
+        let cached = app
+            .http
+            .get(format!("{}/compile/{id}/synctex", app.url))
+            .bearer_auth(&app.token)
+            .header("If-None-Match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cached.status(), 304);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_without_synctex_answers_404_and_one_not_ended_409() {
+    let app = TestApp::spawn().await;
+    let failed = app
+        .compile(json!({ "input_latex": "\\documentclass{article}\\begin{document}\\nosuchmacro\\end{document}",
+                         "halt_on_error": true }))
+        .await;
+    assert_eq!(failed["status"], "Failed");
+    assert_eq!(failed["synctex_storage_key"], Value::Null);
+    assert_eq!(failed["links"]["synctex"], Value::Null);
+    let id = failed["id"].as_str().unwrap();
+    let response = app.get(&format!("/compile/{id}/synctex")).await;
+    assert_eq!(response.status(), 404);
+
+    let queued = TestApp::spawn_api_only(|_| {}).await;
+    let job = queued.submit(json!({ "input_latex": DOCUMENT })).await;
+    let response = queued
+        .get(&format!("/compile/{}/synctex", job["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(response.status(), 409);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "not_ready");
+}
