@@ -17,6 +17,7 @@ garage_version=2.5.0
 schemathesis_version=4.32.5
 machete_version=0.9.2
 openapi_python_client_version=0.29.1
+standardwebhooks_version=1.1.0
 # DEV_PROFILE=release builds and runs optimised binaries (./dev/bench does).
 profile=${DEV_PROFILE:-debug}
 bin="$root/target/$profile/texfleet"

@@ -4,6 +4,7 @@
 //! - [`submit`]: `POST /compile`; [`routes`]: the other handlers of jobs; [`downloads`]: the
 //!   PDF and the log, with their `ETag`s; [`info`]: the TeX installation and the limits;
 //! - [`request`]: checking the body of `POST /compile`, JSON or multipart;
+//! - [`webhooks`]: a project's webhook endpoints and their deliveries;
 //! - [`auth`]: Bearer tokens;
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
 //! - [`problem`]: errors as `application/problem+json` (their codes in [`problem_code`]), and
@@ -20,6 +21,7 @@ mod request;
 mod routes;
 mod serve;
 mod submit;
+mod webhooks;
 
 use axum::http::{header, HeaderValue};
 use axum::routing::get;
@@ -29,6 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db::{self, Pool};
 use texfleet_core::storage::Storage;
+use texfleet_core::webhook::secret::SecretBox;
+use texfleet_core::webhook::target;
 use texfleet_core::Config;
 use tokio::net::TcpListener;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -44,6 +48,8 @@ struct AppState {
     config: Arc<Config>,
     events: events::JobEvents,
     rate_limiter: auth::RateLimiter,
+    /// None when webhooks are not configured.
+    webhooks: Option<webhooks::WebhookSettings>,
 }
 
 /// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
@@ -79,6 +85,9 @@ fn router(state: AppState) -> Router {
         .routes(routes!(downloads::get_synctex))
         .routes(routes!(routes::list))
         .routes(routes!(info::info))
+        .routes(routes!(webhooks::register, webhooks::list))
+        .routes(routes!(webhooks::delete))
+        .routes(routes!(webhooks::deliveries))
         .routes(routes!(metrics::serve))
         .split_for_parts();
     let openapi = Arc::new(openapi);
@@ -106,7 +115,10 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let sealer = SecretBox::from_setting(&config.webhook_secret_key)?;
+    let allowed = target::allowed_ranges(&config.webhook_allowed_cidrs)?;
     let state = AppState {
+        webhooks: sealer.map(|sealer| webhooks::WebhookSettings { sealer, allowed }),
         pool: db::pool(&config, config.api_database_url())?,
         storage: Storage::new(&config),
         events: events::JobEvents::listen(config.api_database_url().to_string()),

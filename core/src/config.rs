@@ -100,6 +100,19 @@ pub struct Config {
     /// Whether a submission identical to a retained `Succeeded` job of its project reuses that
     /// job's result instead of compiling (requests opt out with `"cache": false`).
     pub result_cache: bool,
+
+    /// Base64 of 32 bytes that seals the webhook endpoints' secrets in the database; the API
+    /// and the schedulers need the same. Empty: webhooks are off.
+    pub webhook_secret_key: String,
+    /// Comma-separated CIDR ranges webhooks may reach although they are private or special
+    /// (loopback for the dev stack and the tests); empty by default.
+    pub webhook_allowed_cidrs: String,
+    /// How long a delivery is retried before it is `failed`.
+    pub webhook_retry_hours: u32,
+    /// The first retry's delay; each later one doubles it (with jitter), up to an hour.
+    pub webhook_retry_base_seconds: f64,
+    /// Deliveries to one endpoint in flight at once, across all schedulers.
+    pub webhook_endpoint_concurrency: usize,
 }
 
 impl Default for Config {
@@ -148,6 +161,11 @@ impl Default for Config {
             retention_days: 30,
             retention_interval_seconds: 3600,
             result_cache: true,
+            webhook_secret_key: String::new(),
+            webhook_allowed_cidrs: String::new(),
+            webhook_retry_hours: 24,
+            webhook_retry_base_seconds: 10.0,
+            webhook_endpoint_concurrency: 4,
         }
     }
 }

@@ -13,5 +13,6 @@ pub mod model;
 pub mod storage;
 pub mod token;
 pub mod validate;
+pub mod webhook;
 
 pub use config::Config;

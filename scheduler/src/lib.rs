@@ -17,6 +17,7 @@
 
 mod collect;
 mod compile;
+mod deliveries;
 mod diagnostics;
 mod docker;
 mod floor;
@@ -95,14 +96,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     );
 
     let wake = Arc::new(Notify::new());
+    let wake_deliveries = Arc::new(Notify::new());
     let running = Arc::new(RunningJobs::default());
     let listener = tokio::spawn(db::listen(
         config.scheduler_database_url().to_string(),
-        &[db::JOBS_QUEUED_CHANNEL, db::JOBS_FINISHED_CHANNEL],
+        &[
+            db::JOBS_QUEUED_CHANNEL,
+            db::JOBS_FINISHED_CHANNEL,
+            db::WEBHOOKS_CHANNEL,
+        ],
         {
-            let (wake, running) = (wake.clone(), running.clone());
+            let (wake, running, wake_deliveries) =
+                (wake.clone(), running.clone(), wake_deliveries.clone());
             move |notification: Notification| match notification.channel.as_str() {
                 db::JOBS_QUEUED_CHANNEL => wake.notify_one(),
+                db::WEBHOOKS_CHANNEL => wake_deliveries.notify_one(),
                 _ => {
                     if let Ok(id) = Uuid::parse_str(&notification.payload) {
                         running.stop(id, StopReason::Cancelled);
@@ -114,6 +122,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
     db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
+    let deliverer = deliveries::Deliverer::new(&config, context.db.clone())?
+        .map(|deliverer| tokio::spawn(Arc::new(deliverer).run(wake_deliveries.clone())));
     let stop_pool = CancellationToken::new();
     let pool_keeper = warm_pool
         .clone()
@@ -189,6 +199,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     upkeep.abort();
+    if let Some(deliverer) = deliverer {
+        deliverer.abort();
+    }
     if let (Some(keeper), Some(pool)) = (pool_keeper, &warm_pool) {
         stop_pool.cancel();
         let _ = keeper.await;

@@ -1,7 +1,7 @@
 //! The scheduler's metrics, served on `scheduler_metrics_addr` at `/metrics`. They answer the
 //! on-call questions: is the queue backing up (depth, oldest job), how long do users wait
 //! (queue wait, compile, upload, end to end), which limits do jobs hit, are slots free, is
-//! infrastructure failing (retries, lease rescues). Labels are bounded: no job or project ids.
+//! infrastructure failing (retries, lease rescues), do webhooks reach their endpoints. Labels are bounded: no job or project ids.
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -205,8 +205,31 @@ pub fn init() {
     LazyLock::force(&CONTAINERS);
     LazyLock::force(&RESCUES);
     LazyLock::force(&UPLOAD_RETRIES);
+    for result in ["delivered", "retried", "failed"] {
+        WEBHOOK_DELIVERIES.with_label_values(&[result]);
+    }
+    LazyLock::force(&WEBHOOK_OLDEST_PENDING);
     set_slots(0, 0);
 }
+
+pub static WEBHOOK_DELIVERIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_webhook_attempts_total",
+        "Webhook delivery attempts this scheduler sent, by what came of them: delivered, retried (failed, to be sent again) or failed (the retry window is over).",
+        &["result"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static WEBHOOK_OLDEST_PENDING: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge_with_registry!(
+        "texfleet_webhook_oldest_pending_seconds",
+        "Age of the oldest webhook delivery not yet delivered or failed (0 when none).",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
 
 /// Sets both slot gauges.
 pub fn set_slots(busy: usize, free: usize) {

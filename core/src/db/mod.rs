@@ -6,7 +6,9 @@
 //!   one project, so that row-level security shows it that project's rows only;
 //! - [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry, retention;
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
-//! - [`fleet`]: the schedulers' heartbeats.
+//! - [`fleet`]: the schedulers' heartbeats;
+//! - [`webhooks`]: a project's endpoints (the API's), and the outbox of deliveries (the
+//!   delivery worker's claim and record).
 //!
 //! This file holds what they share: the connection pool, errors, migrations, and the one
 //! parser of text columns into the model's enums.
@@ -19,6 +21,7 @@ mod submit;
 #[cfg(feature = "test-support")]
 mod testing;
 mod tokens;
+mod webhooks;
 
 pub use fleet::*;
 pub use jobs::*;
@@ -28,6 +31,7 @@ pub use submit::*;
 #[cfg(feature = "test-support")]
 pub use testing::*;
 pub use tokens::*;
+pub use webhooks::*;
 
 use crate::Config;
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime};

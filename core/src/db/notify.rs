@@ -11,6 +11,8 @@ use tokio_postgres::{AsyncMessage, NoTls};
 pub const JOBS_QUEUED_CHANNEL: &str = "texfleet_jobs";
 /// Channel a trigger notifies whenever a scheduler starts a job (payload: the job id).
 pub const JOBS_STARTED_CHANNEL: &str = "texfleet_job_started";
+/// Channel the outbox trigger notifies when it queued webhook deliveries (migration V10).
+pub const WEBHOOKS_CHANNEL: &str = "texfleet_webhooks";
 /// Channel a trigger notifies whenever a job reaches a final state (payload: the job id).
 pub const JOBS_FINISHED_CHANNEL: &str = "texfleet_job_finished";
 

@@ -1,0 +1,277 @@
+//! A project's webhook endpoints: register (the secret shown once), list, delete, and the
+//! deliveries of one. Every statement runs under row-level security for the token's project,
+//! so another project's endpoint is `404` like one that does not exist. A URL is checked
+//! before it is stored: its form, and every address its host resolves to
+//! (`texfleet_core::webhook::target`); the delivery worker checks it again at each delivery.
+
+use crate::auth::Authenticated;
+use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
+use crate::serve::{read_body, BodyError};
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use ipnet::IpNet;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+use texfleet_core::db;
+use texfleet_core::webhook::model::{Delivery, Endpoint};
+use texfleet_core::webhook::secret::SecretBox;
+use texfleet_core::webhook::target;
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// What the API needs for webhooks: the key that seals secrets and the allowed ranges.
+#[derive(Clone)]
+pub struct WebhookSettings {
+    pub sealer: SecretBox,
+    pub allowed: Vec<IpNet>,
+}
+
+/// The largest body of a registration.
+const MAX_BODY_BYTES: usize = 16 * 1024;
+const MAX_DESCRIPTION_CHARS: usize = 500;
+
+/// `POST /projects/{project_id}/webhooks`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // read by the OpenAPI derive only
+pub struct NewEndpoint {
+    /// `http` or `https`, without user or password, on a public address.
+    #[schema(example = "https://ci.example.org/texfleet-hook")]
+    url: String,
+    /// Up to 500 characters, for people.
+    description: Option<String>,
+}
+
+/// A registered endpoint with its secret, shown only in this answer.
+#[derive(Serialize, ToSchema)]
+pub struct RegisteredEndpoint {
+    pub id: Uuid,
+    pub url: String,
+    pub description: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// `whsec_<base64>`: the key of the Standard Webhooks signature. Store it now.
+    pub secret: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct EndpointList {
+    pub items: Vec<Endpoint>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DeliveryList {
+    pub items: Vec<Delivery>,
+}
+
+/// Register a webhook endpoint for the project's finished jobs.
+#[utoipa::path(post, path = "/projects/{project_id}/webhooks", tag = "webhooks", security(("bearer" = [])),
+    params(("project_id" = Uuid, Path, description = "Project id")),
+    request_body(content = NewEndpoint, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Registered; the secret is shown only now", body = RegisteredEndpoint),
+        (status = 400, description = "The body is not JSON", content_type = "application/problem+json", body = ProblemBody),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 422, description = "The URL is not allowed, or the project has 10 endpoints", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn register(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(project_id): Path<String>,
+    body: Body,
+) -> Result<(StatusCode, Json<RegisteredEndpoint>), Problem> {
+    let project_id = own_project(&auth, &project_id)?;
+    let settings = enabled(&state)?;
+    let timeout = Duration::from_secs(state.config.body_timeout_seconds);
+    let body = read_body(body, MAX_BODY_BYTES, timeout)
+        .await
+        .map_err(|error| match error {
+            BodyError::TooLarge => Problem::payload_too_large(MAX_BODY_BYTES),
+            BodyError::TimedOut => Problem::request_timeout(state.config.body_timeout_seconds),
+            BodyError::Broken => Problem::invalid_json("the body could not be read"),
+        })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))?;
+    let (url, description) = parse_new_endpoint(&value)?;
+    let checked = target::parse(&url).map_err(|message| field("url", message))?;
+    target::resolve(&checked, &settings.allowed)
+        .await
+        .map_err(|message| field("url", format!("{}: {message}", checked.host)))?;
+    let id = Uuid::new_v4();
+    let (secret, sealed) = settings.sealer.new_secret(id);
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, project_id).await?;
+    let created =
+        db::create_endpoint(&*transaction, project_id, id, &url, &description, &sealed).await?;
+    transaction.commit().await.map_err(db::DbError::from)?;
+    let endpoint = created.ok_or_else(|| {
+        field(
+            "url",
+            format!("the project has {} endpoints, the most it may have", db::MAX_ENDPOINTS),
+        )
+    })?;
+    tracing::info!(endpoint = %endpoint.id, %project_id, "webhook endpoint registered");
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisteredEndpoint {
+            id: endpoint.id,
+            url: endpoint.url,
+            description: endpoint.description,
+            created_at: endpoint.created_at,
+            secret,
+        }),
+    ))
+}
+
+/// The project's webhook endpoints (never their secrets).
+#[utoipa::path(get, path = "/projects/{project_id}/webhooks", tag = "webhooks", security(("bearer" = [])),
+    params(("project_id" = Uuid, Path, description = "Project id")),
+    responses(
+        (status = 200, description = "The endpoints, oldest first", body = EndpointList),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(project_id): Path<String>,
+) -> Result<Json<EndpointList>, Problem> {
+    let project_id = own_project(&auth, &project_id)?;
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, project_id).await?;
+    let items = db::list_endpoints(&*transaction, project_id).await?;
+    Ok(Json(EndpointList { items }))
+}
+
+/// Delete an endpoint; its pending deliveries go with it.
+#[utoipa::path(delete, path = "/projects/{project_id}/webhooks/{id}", tag = "webhooks", security(("bearer" = [])),
+    params(("project_id" = Uuid, Path, description = "Project id"), ("id" = Uuid, Path, description = "Endpoint id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "No such endpoint in this project", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn delete(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path((project_id, id)): Path<(String, String)>,
+) -> Result<StatusCode, Problem> {
+    let project_id = own_project(&auth, &project_id)?;
+    let id = endpoint_id(&id)?;
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, project_id).await?;
+    let deleted = db::delete_endpoint(&*transaction, project_id, id).await?;
+    transaction.commit().await.map_err(db::DbError::from)?;
+    if !deleted {
+        return Err(no_endpoint());
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// An endpoint's deliveries, newest first.
+#[utoipa::path(get, path = "/projects/{project_id}/webhooks/{id}/deliveries", tag = "webhooks", security(("bearer" = [])),
+    params(("project_id" = Uuid, Path, description = "Project id"), ("id" = Uuid, Path, description = "Endpoint id"),
+           ("limit" = Option<u32>, Query, description = "1 to 100, default 20", minimum = 1, maximum = 100)),
+    responses(
+        (status = 200, description = "The deliveries", body = DeliveryList),
+        (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "No such endpoint in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 422, description = "limit is not 1 to 100", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn deliveries(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path((project_id, id)): Path<(String, String)>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<DeliveryList>, Problem> {
+    let project_id = own_project(&auth, &project_id)?;
+    let id = endpoint_id(&id)?;
+    let Query(query) = query.map_err(|e| field("", e.body_text()))?;
+    let limit = match query.get("limit") {
+        None => 20,
+        Some(text) => match text.parse::<i64>() {
+            Ok(limit) if (1..=100).contains(&limit) => limit,
+            _ => return Err(field("limit", "must be an integer from 1 to 100")),
+        },
+    };
+    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let transaction = db::begin_project(&mut client, project_id).await?;
+    let items = db::list_deliveries(&*transaction, project_id, id, limit)
+        .await?
+        .ok_or_else(no_endpoint)?;
+    Ok(Json(DeliveryList { items }))
+}
+
+/// The token's project, when the path names it (`403` for another, `404` when malformed).
+fn own_project(auth: &Authenticated, project_id: &str) -> Result<Uuid, Problem> {
+    let project_id =
+        Uuid::parse_str(project_id).map_err(|_| Problem::not_found("no such project"))?;
+    if project_id != auth.project_id {
+        return Err(Problem::forbidden(
+            "the token does not belong to this project",
+        ));
+    }
+    Ok(project_id)
+}
+
+fn endpoint_id(id: &str) -> Result<Uuid, Problem> {
+    Uuid::parse_str(id).map_err(|_| no_endpoint())
+}
+
+fn no_endpoint() -> Problem {
+    Problem::not_found("no such webhook endpoint")
+}
+
+fn enabled(state: &AppState) -> Result<&WebhookSettings, Problem> {
+    state.webhooks.as_ref().ok_or_else(|| {
+        Problem::unavailable("webhooks are not enabled on this server (webhook_secret_key)")
+    })
+}
+
+fn field(name: &str, message: impl Into<String>) -> Problem {
+    Problem::validation(vec![FieldError::new(name, message)])
+}
+
+/// `{ "url", "description"? }`, every wrong field named.
+fn parse_new_endpoint(value: &Value) -> Result<(String, String), Problem> {
+    let Some(object) = value.as_object() else {
+        return Err(field("", "the body must be a JSON object"));
+    };
+    let mut errors: Vec<FieldError> = object
+        .keys()
+        .filter(|key| !matches!(key.as_str(), "url" | "description"))
+        .map(|key| FieldError::new(key.clone(), "unknown field"))
+        .collect();
+    let url = match object.get("url").and_then(Value::as_str) {
+        Some(url) => url.to_string(),
+        None => {
+            errors.push(FieldError::new("url", "is required and must be a string"));
+            String::new()
+        }
+    };
+    let description = match object.get("description") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => text.clone(),
+        Some(_) => {
+            errors.push(FieldError::new(
+                "description",
+                format!("must be a string of at most {MAX_DESCRIPTION_CHARS} characters"),
+            ));
+            String::new()
+        }
+    };
+    if errors.is_empty() {
+        Ok((url, description))
+    } else {
+        Err(Problem::validation(errors))
+    }
+}

@@ -1,0 +1,287 @@
+//! Webhooks in SQL. The API registers, lists and deletes a project's endpoints and lists their
+//! deliveries, inside a transaction bound to the project (row-level security, migration V10).
+//! Deliveries are an outbox: the trigger that makes a job terminal inserts them; the delivery
+//! worker then runs this protocol:
+//!
+//! - **claim** ([`claim_deliveries`]): due `pending` rows, `FOR UPDATE SKIP LOCKED`, never more
+//!   than the endpoint's concurrency in flight (exact across workers, under an advisory lock,
+//!   as jobs are claimed); the claim counts the attempt and leases it, so two workers never
+//!   send one attempt at once, and a worker that dies mid-send leaves a lease that expires
+//!   into a retry, never a lost event;
+//! - **record** ([`record_attempt`]): fenced by the attempt's number, `delivered`, or `pending`
+//!   again after a back-off, or `failed` once the retry window is over.
+
+use super::jobs::{job_from_row, JOB_COLUMNS};
+use super::{DbResult, Pool};
+use crate::model::Job;
+use crate::webhook::model::{Delivery, Endpoint, LastDelivery};
+use std::time::Duration;
+use time::OffsetDateTime;
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+/// The most endpoints a project may have.
+pub const MAX_ENDPOINTS: i64 = 10;
+
+/// Registers an endpoint unless the project has [`MAX_ENDPOINTS`] already (None).
+pub async fn create_endpoint(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    id: Uuid,
+    url: &str,
+    description: &str,
+    sealed_secret: &[u8],
+) -> DbResult<Option<Endpoint>> {
+    let row = client
+        .query_opt(
+            "INSERT INTO webhook_endpoints (id, project_id, url, description, sealed_secret)
+             SELECT $1, $2, $3, $4, $5
+             WHERE (SELECT count(*) FROM webhook_endpoints WHERE project_id = $2) < $6
+             RETURNING id, url, description, created_at",
+            &[&id, &project_id, &url, &description, &sealed_secret, &MAX_ENDPOINTS],
+        )
+        .await?;
+    Ok(row.map(|row| Endpoint {
+        id: row.get("id"),
+        url: row.get("url"),
+        description: row.get("description"),
+        created_at: row.get("created_at"),
+        last_delivery: None,
+    }))
+}
+
+/// The project's endpoints, oldest first, each with its latest attempt.
+pub async fn list_endpoints(
+    client: &impl GenericClient,
+    project_id: Uuid,
+) -> DbResult<Vec<Endpoint>> {
+    let rows = client
+        .query(
+            "SELECT e.id, e.url, e.description, e.created_at,
+                    last.last_attempt_at, last.last_status_code, last.last_error
+             FROM webhook_endpoints e
+             LEFT JOIN LATERAL (
+                 SELECT last_attempt_at, last_status_code, last_error FROM webhook_deliveries
+                 WHERE endpoint_id = e.id AND last_attempt_at IS NOT NULL
+                 ORDER BY last_attempt_at DESC LIMIT 1
+             ) last ON true
+             WHERE e.project_id = $1
+             ORDER BY e.created_at, e.id",
+            &[&project_id],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| Endpoint {
+            id: row.get("id"),
+            url: row.get("url"),
+            description: row.get("description"),
+            created_at: row.get("created_at"),
+            last_delivery: row
+                .get::<_, Option<OffsetDateTime>>("last_attempt_at")
+                .map(|at| LastDelivery {
+                    at,
+                    status_code: row.get("last_status_code"),
+                    error: row.get("last_error"),
+                }),
+        })
+        .collect())
+}
+
+/// Deletes an endpoint (and its deliveries); false when the project has no such endpoint.
+pub async fn delete_endpoint(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    id: Uuid,
+) -> DbResult<bool> {
+    let deleted = client
+        .execute(
+            "DELETE FROM webhook_endpoints WHERE id = $1 AND project_id = $2",
+            &[&id, &project_id],
+        )
+        .await?;
+    Ok(deleted == 1)
+}
+
+/// An endpoint's deliveries, newest first; None when the project has no such endpoint.
+pub async fn list_deliveries(
+    client: &impl GenericClient,
+    project_id: Uuid,
+    endpoint_id: Uuid,
+    limit: i64,
+) -> DbResult<Option<Vec<Delivery>>> {
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND project_id = $2",
+            &[&endpoint_id, &project_id],
+        )
+        .await?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let rows = client
+        .query(
+            "SELECT id, event, job_id, attempts, status, last_status_code, last_error,
+                    CASE WHEN status = 'pending' THEN next_attempt_at END AS next_attempt_at,
+                    created_at
+             FROM webhook_deliveries WHERE endpoint_id = $1 AND project_id = $2
+             ORDER BY created_at DESC, id DESC LIMIT $3",
+            &[&endpoint_id, &project_id, &limit],
+        )
+        .await?;
+    Ok(Some(rows.iter().map(delivery_from_row).collect()))
+}
+
+fn delivery_from_row(row: &Row) -> Delivery {
+    Delivery {
+        id: row.get("id"),
+        event: row.get("event"),
+        job_id: row.get("job_id"),
+        attempts: row.get("attempts"),
+        status: row.get("status"),
+        last_status_code: row.get("last_status_code"),
+        last_error: row.get("last_error"),
+        next_attempt_at: row.get("next_attempt_at"),
+        created_at: row.get("created_at"),
+    }
+}
+
+/// A delivery attempt a worker holds: where it goes, the sealed secret, and the job it is
+/// about.
+pub struct DueDelivery {
+    pub id: Uuid,
+    pub attempt: i32,
+    pub event: String,
+    pub endpoint_id: Uuid,
+    pub url: String,
+    pub sealed_secret: Vec<u8>,
+    pub job: Job,
+}
+
+/// Claims up to `limit` due deliveries, at most `per_endpoint` in flight for each endpoint,
+/// leasing each attempt for `lease`.
+pub async fn claim_deliveries(
+    pool: &Pool,
+    limit: usize,
+    per_endpoint: usize,
+    lease: Duration,
+) -> DbResult<Vec<DueDelivery>> {
+    let mut client = pool.get().await?;
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&WEBHOOK_CLAIM_LOCK])
+        .await?;
+    let claimed = transaction
+        .query(
+            "WITH in_flight AS (
+                 SELECT endpoint_id, count(*) AS sending FROM webhook_deliveries
+                 WHERE status = 'pending' AND lease_expires_at > now()
+                 GROUP BY endpoint_id
+             ), due AS (
+                 SELECT d.id, d.next_attempt_at,
+                        coalesce(f.sending, 0)
+                          + row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at)
+                          AS place
+                 FROM webhook_deliveries d LEFT JOIN in_flight f USING (endpoint_id)
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+                   AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+             ), chosen AS (
+                 SELECT id FROM webhook_deliveries
+                 WHERE id IN (SELECT id FROM due WHERE place <= $2)
+                 ORDER BY next_attempt_at LIMIT $1
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE webhook_deliveries d
+             SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => $3)
+             FROM chosen WHERE d.id = chosen.id
+             RETURNING d.id, d.attempts, d.event, d.endpoint_id, d.job_id",
+            &[&(limit as i64), &(per_endpoint as i64), &lease.as_secs_f64()],
+        )
+        .await?;
+    transaction.commit().await?;
+    let mut due = Vec::with_capacity(claimed.len());
+    for row in claimed {
+        let endpoint_id: Uuid = row.get("endpoint_id");
+        let job_id: Uuid = row.get("job_id");
+        let endpoint = client
+            .query_one(
+                "SELECT url, sealed_secret FROM webhook_endpoints WHERE id = $1",
+                &[&endpoint_id],
+            )
+            .await?;
+        let job = client
+            .query_one(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"), &[&job_id])
+            .await?;
+        due.push(DueDelivery {
+            id: row.get("id"),
+            attempt: row.get("attempts"),
+            event: row.get("event"),
+            endpoint_id,
+            url: endpoint.get("url"),
+            sealed_secret: endpoint.get("sealed_secret"),
+            job: job_from_row(&job)?,
+        });
+    }
+    Ok(due)
+}
+
+/// Key of the advisory lock that serialises delivery claims ("texhooks").
+const WEBHOOK_CLAIM_LOCK: i64 = 0x7465_7868_6f6f_6b73;
+
+/// What one attempt came to.
+pub struct Attempt {
+    pub status_code: Option<i32>,
+    /// None when the endpoint answered 2xx.
+    pub error: Option<String>,
+}
+
+/// Records attempt `attempt` of a delivery: `delivered` on success; else `pending` again after
+/// `retry_in`, or `failed` when that would pass `retry_for` since the event. Fenced by the
+/// attempt's number: a worker whose lease lapsed and whose attempt was taken over changes
+/// nothing. Returns the status written, or None when fenced out.
+pub async fn record_attempt(
+    pool: &Pool,
+    id: Uuid,
+    attempt: i32,
+    outcome: &Attempt,
+    retry_in: Duration,
+    retry_for: Duration,
+) -> DbResult<Option<String>> {
+    let client = pool.get().await?;
+    let row = client
+        .query_opt(
+            "UPDATE webhook_deliveries SET
+                 status = CASE WHEN $3::text IS NULL THEN 'delivered'
+                               WHEN now() + make_interval(secs => $5) > created_at + make_interval(secs => $6)
+                                   THEN 'failed'
+                               ELSE 'pending' END,
+                 next_attempt_at = now() + make_interval(secs => $5),
+                 lease_expires_at = NULL, last_status_code = $4, last_error = $3,
+                 last_attempt_at = now()
+             WHERE id = $1 AND attempts = $2 AND status = 'pending'
+             RETURNING status",
+            &[
+                &id,
+                &attempt,
+                &outcome.error,
+                &outcome.status_code,
+                &retry_in.as_secs_f64(),
+                &retry_for.as_secs_f64(),
+            ],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+/// Age in seconds of the oldest pending delivery (0 when none waits), for the alert.
+pub async fn oldest_pending_delivery_seconds(pool: &Pool) -> DbResult<f64> {
+    let client = pool.get().await?;
+    let row = client
+        .query_one(
+            "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+             FROM webhook_deliveries WHERE status = 'pending'",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}

@@ -1,0 +1,366 @@
+//! Webhooks end to end: real HTTP receivers on loopback that verify every delivery with the
+//! Python `standardwebhooks` package (tests/clients/webhook_receiver.py), the outbox in
+//! Postgres, the delivery worker of real schedulers, and the checks that keep deliveries out of
+//! the service's own network. No test sends traffic to any address outside this machine.
+
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, HELLO};
+
+/// A receiver process and what it recorded.
+struct Receiver {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Receiver {
+    fn start(behaviour: &str) -> Receiver {
+        let python = std::env::var("RECEIVER_PYTHON").expect(
+            "RECEIVER_PYTHON: a python with the standardwebhooks package (./dev/test makes one)",
+        );
+        let dir = std::env::temp_dir().join(format!("texfleet-receiver-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("secret"), "whsec_AAAA").unwrap();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/webhook_receiver.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg(dir.join("record"))
+            .arg(dir.join("secret"))
+            .arg(behaviour)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the receiver prints its port");
+        Receiver { child, port, dir }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    fn set_secret(&self, secret: &str) {
+        std::fs::write(self.dir.join("secret"), secret).unwrap();
+    }
+
+    /// Every request the receiver got, in order.
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("record"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    async fn wait_for(&self, count: usize) -> Vec<Value> {
+        eventually_some(Duration::from_secs(90), "the receiver's requests", || async {
+            let requests = self.requests();
+            (requests.len() >= count).then_some(requests)
+        })
+        .await
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// Registers `url` for the app's project; the answer's status and body.
+async fn register(app: &TestApp, token: &str, project: uuid::Uuid, url: &str) -> (u16, Value) {
+    let response = app
+        .post_as(
+            token,
+            &format!("/projects/{project}/webhooks"),
+            &json!({ "url": url, "description": "test" }),
+        )
+        .await;
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+/// Registers the receiver and hands it the secret.
+async fn subscribe(app: &TestApp, receiver: &Receiver) -> Value {
+    let (status, endpoint) = register(app, &app.token, app.project_id, &receiver.url()).await;
+    assert_eq!(status, 201, "{endpoint:#}");
+    receiver.set_secret(endpoint["secret"].as_str().unwrap());
+    endpoint
+}
+
+async fn deliveries(app: &TestApp, endpoint: &Value) -> Vec<Value> {
+    let path = format!(
+        "/projects/{}/webhooks/{}/deliveries?limit=100",
+        app.project_id,
+        endpoint["id"].as_str().unwrap()
+    );
+    app.get_json(&path).await["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_library() {
+    let app = TestApp::spawn_with(|config| config.result_cache = true).await;
+    let receiver = Receiver::start("ok");
+    let endpoint = subscribe(&app, &receiver).await;
+    let succeeded = app.compile(json!({ "input_latex": HELLO })).await;
+    let reused = app.submit(json!({ "input_latex": HELLO })).await;
+    assert_eq!(reused["reused_from"], succeeded["id"]);
+    let failed = app
+        .compile(json!({ "input_latex": "\\documentclass{article}\\begin{document}\\nosuchmacro\\end{document}",
+                         "halt_on_error": true }))
+        .await;
+    let timed_out = app
+        .compile(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 2 }))
+        .await;
+    let running = app
+        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 60 }))
+        .await;
+    let id = running["id"].as_str().unwrap();
+    eventually(Duration::from_secs(60), "the loop runs", || async {
+        app.get_json(&format!("/compile/{id}")).await["status"] == "Running"
+    })
+    .await;
+    let response = app.delete_as(&app.token, &format!("/compile/{id}")).await;
+    assert_eq!(response.status(), 200);
+
+    let requests = receiver.wait_for(5).await;
+    let mut seen: Vec<(String, String)> = requests
+        .iter()
+        .map(|request| {
+            assert_eq!(request["verified"], true, "{request:#}");
+            assert_eq!(request["body"]["type"], "compile.finished");
+            (
+                request["body"]["data"]["id"].as_str().unwrap().to_string(),
+                request["body"]["data"]["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let mut expected: Vec<(String, String)> = [
+        (&succeeded, "Succeeded"),
+        (&reused, "Succeeded"),
+        (&failed, "Failed"),
+        (&timed_out, "TimedOut"),
+        (&running, "Cancelled"),
+    ]
+    .iter()
+    .map(|(job, status)| (job["id"].as_str().unwrap().to_string(), status.to_string()))
+    .collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    let ids: std::collections::HashSet<&str> =
+        requests.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 5, "one webhook-id per event");
+    eventually(Duration::from_secs(10), "every delivery recorded", || async {
+        let items = deliveries(&app, &endpoint).await;
+        items.len() == 5
+            && items
+                .iter()
+                .all(|d| d["status"] == "delivered" && d["attempts"] == 1 && d["last_status_code"] == 200)
+    })
+    .await;
+    // Nothing more arrives: each event was delivered once.
+    assert_eq!(receiver.requests().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_receiver_gets_growing_retries_of_one_event_until_it_answers() {
+    let app = TestApp::spawn_with(|config| config.webhook_retry_base_seconds = 1.0).await;
+    let receiver = Receiver::start("fail-3");
+    let endpoint = subscribe(&app, &receiver).await;
+    app.compile(json!({ "input_latex": HELLO })).await;
+    let requests = receiver.wait_for(4).await;
+    let ids: std::collections::HashSet<&str> =
+        requests.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 1, "every attempt carries the same webhook-id");
+    assert!(requests.iter().all(|r| r["verified"] == true));
+    let at: Vec<f64> = requests.iter().map(|r| r["at"].as_f64().unwrap()).collect();
+    let gaps: Vec<f64> = at.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    assert!(gaps.windows(2).all(|pair| pair[0] < pair[1]), "gaps {gaps:?}");
+    assert!(gaps[0] >= 0.7, "gaps {gaps:?}");
+    eventually(Duration::from_secs(10), "the delivery is recorded", || async {
+        let items = deliveries(&app, &endpoint).await;
+        items.len() == 1 && items[0]["status"] == "delivered" && items[0]["attempts"] == 4
+    })
+    .await;
+    assert_eq!(receiver.requests().len(), 4, "delivered once in the end");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_refuses_urls_into_the_service_s_network() {
+    let app = TestApp::spawn_api_only(|config| config.webhook_allowed_cidrs = String::new()).await;
+    for url in [
+        "http://127.0.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://[::1]/",
+        "http://localhost:8080/",
+        "ftp://example.org/",
+        "http://user:secret@example.org/",
+        "not a url",
+    ] {
+        let (status, problem) = register(&app, &app.token, app.project_id, url).await;
+        assert_eq!(status, 422, "{url} was accepted: {problem:#}");
+        assert_eq!(problem["errors"][0]["field"], "url", "{url}: {problem:#}");
+    }
+    let listed = app
+        .get_json(&format!("/projects/{}/webhooks", app.project_id))
+        .await;
+    assert_eq!(listed["items"], json!([]));
+    // The operator's allowed ranges let the same loopback address in.
+    let allowing =
+        TestApp::spawn_api_only(|config| config.webhook_allowed_cidrs = "127.0.0.0/8".into()).await;
+    let (status, endpoint) =
+        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+    assert_eq!(status, 201, "{endpoint:#}");
+    assert!(endpoint["secret"].as_str().unwrap().starts_with("whsec_"));
+    let listed = allowing
+        .get_json(&format!("/projects/{}/webhooks", allowing.project_id))
+        .await;
+    assert!(listed["items"][0]["secret"].is_null(), "the secret is shown once");
+    for _ in 0..9 {
+        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+    }
+    let (status, problem) =
+        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+    assert_eq!(status, 422, "an eleventh endpoint: {problem:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let (status, endpoint) = register(&app, &app.token, app.project_id, "http://127.0.0.1:9/").await;
+    assert_eq!(status, 201);
+    let id = endpoint["id"].as_str().unwrap();
+    let (other, other_token) = app.other_project().await;
+    // Through its own project's paths, B finds nothing of A's endpoint...
+    let response = app
+        .delete_as(&other_token, &format!("/projects/{other}/webhooks/{id}"))
+        .await;
+    assert_eq!(response.status(), 404);
+    let response = app
+        .get_as(&other_token, &format!("/projects/{other}/webhooks/{id}/deliveries"))
+        .await;
+    assert_eq!(response.status(), 404);
+    let listed: Value = app
+        .get_as(&other_token, &format!("/projects/{other}/webhooks"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["items"], json!([]));
+    // ...and A's project's paths are not B's to use.
+    let response = app
+        .get_as(&other_token, &format!("/projects/{}/webhooks", app.project_id))
+        .await;
+    assert_eq!(response.status(), 403);
+    // A still has it, and may delete it.
+    let response = app
+        .delete_as(&app.token, &format!("/projects/{}/webhooks/{id}", app.project_id))
+        .await;
+    assert_eq!(response.status(), 204);
+    let sealed: i64 = {
+        let client = app.pool.get().await.unwrap();
+        client
+            .query_one("SELECT count(*) FROM webhook_endpoints", &[])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(sealed, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_redirecting_and_endless_receivers_hold_no_one_up() {
+    let app = TestApp::spawn().await;
+    let hang = Receiver::start("hang");
+    let redirect = Receiver::start("redirect");
+    let endless = Receiver::start("endless");
+    let ok = Receiver::start("ok");
+    let mut endpoints = Vec::new();
+    for receiver in [&hang, &redirect, &endless, &ok] {
+        endpoints.push(subscribe(&app, receiver).await);
+    }
+    app.compile(json!({ "input_latex": HELLO })).await;
+    // The good receiver is served while the silent one still holds its attempt.
+    ok.wait_for(1).await;
+    let hanging = deliveries(&app, &endpoints[0]).await;
+    assert!(hanging[0]["last_status_code"].is_null() && hanging[0]["last_error"].is_null(), "{hanging:#?}");
+    let recorded = |index: usize| {
+        let (app, endpoint) = (&app, endpoints[index].clone());
+        async move {
+            eventually_some(Duration::from_secs(30), "an attempt recorded", || async {
+                let items = deliveries(app, &endpoint).await;
+                (items.len() == 1 && items[0]["attempts"].as_i64() >= Some(1)
+                    && (items[0]["last_status_code"].is_number() || items[0]["last_error"].is_string()))
+                .then(|| items[0].clone())
+            })
+            .await
+        }
+    };
+    let timed_out = recorded(0).await;
+    assert_eq!(timed_out["status"], "pending", "{timed_out:#}");
+    assert_eq!(timed_out["last_error"], "no answer within 10 s");
+    let redirected = recorded(1).await;
+    assert_eq!(redirected["last_status_code"], 302);
+    assert!(
+        redirected["last_error"].as_str().unwrap().contains("redirects are not followed"),
+        "{redirected:#}"
+    );
+    assert!(
+        redirect.requests().iter().all(|r| r["path"] == "/hook"),
+        "the redirect was not followed"
+    );
+    let streamed = recorded(2).await;
+    assert_eq!(streamed["status"], "delivered", "{streamed:#}");
+    assert_eq!(recorded(3).await["status"], "delivered");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attempt_twice() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let receiver = Receiver::start("hang-first");
+    let endpoint = subscribe(&app, &receiver).await;
+    let mut config = app.config.clone();
+    config.scheduler_slots = 2;
+    let mut first = SchedulerProcess::spawn(&config, &format!("hooks-a-{}", uuid::Uuid::new_v4()));
+    let job = app.submit(json!({ "input_latex": HELLO })).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    // The job ends, its event goes out, and the scheduler dies while the receiver holds the
+    // attempt: the attempt's lease expires into a retry by another scheduler.
+    receiver.wait_for(1).await;
+    first.kill();
+    let mut second = SchedulerProcess::spawn(&config, &format!("hooks-b-{}", uuid::Uuid::new_v4()));
+    let mut third = SchedulerProcess::spawn(&config, &format!("hooks-c-{}", uuid::Uuid::new_v4()));
+    let requests = receiver.wait_for(2).await;
+    assert_eq!(requests[0]["id"], requests[1]["id"], "the same event, attempted again");
+    assert_eq!(requests[1]["body"]["data"]["id"], id.as_str());
+    assert_eq!(requests[1]["verified"], true);
+    // Two workers share the outbox: twenty more events, each sent as often as it was attempted.
+    for _ in 0..20 {
+        app.submit(json!({ "input_latex": HELLO, "cache": false })).await;
+    }
+    let requests = receiver.wait_for(22).await;
+    eventually(Duration::from_secs(60), "every delivery recorded", || async {
+        let items = deliveries(&app, &endpoint).await;
+        items.len() == 21 && items.iter().all(|d| d["status"] == "delivered")
+    })
+    .await;
+    for delivery in deliveries(&app, &endpoint).await {
+        let sent = requests
+            .iter()
+            .filter(|r| r["id"] == delivery["id"])
+            .count() as i64;
+        assert_eq!(Some(sent), delivery["attempts"].as_i64(), "{delivery:#}");
+    }
+    second.terminate();
+    third.terminate();
+}
