@@ -218,6 +218,34 @@ impl Client {
         Ok(response.json().await?)
     }
 
+    /// Any other route: `method` on `path` with an optional JSON body; the JSON answer, or
+    /// None for `204 No Content`.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Option<Value>> {
+        // A POST that got no answer is not sent again: it may have been done.
+        let repeatable = method != reqwest::Method::POST;
+        let response = self
+            .send(repeatable, || {
+                let request = self
+                    .http
+                    .request(method.clone(), self.url(path))
+                    .bearer_auth(&self.server.token);
+                match body {
+                    Some(body) => request.json(body),
+                    None => request,
+                }
+            })
+            .await?;
+        if response.status() == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        Ok(Some(response.json().await?))
+    }
+
     fn get(&self, path: &str) -> RequestBuilder {
         self.http
             .get(self.url(path))

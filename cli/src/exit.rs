@@ -25,9 +25,10 @@ pub enum Exit {
 
 /// The text `texfleet --help` shows under the commands.
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes of the client commands (compile, status, log, cancel, list):
+Exit codes of the client commands (compile, status, log, cancel, list, webhook):
   0    success
-  1    the document failed (compile error, timeout, a limit, cancelled; errors without --allow-errors)
+  1    the document failed (compile error, timeout, a limit, cancelled; errors without --allow-errors);
+       for webhook verify: the signature is not valid
   2    usage: bad flags or local files, a request the server refused as invalid, an unknown job
   3    authentication or permission: no, bad, revoked or expired token, or another project's
   4    the server or the network is unavailable (after retries): try again later

@@ -12,6 +12,7 @@ mod local_files;
 mod project_files;
 mod report;
 mod soak;
+mod webhook;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -76,6 +77,9 @@ enum Command {
     Cancel(jobs::CancelArgs),
     /// List the project's jobs, newest first.
     List(jobs::ListArgs),
+    /// The project's webhook endpoints, their deliveries, and checking a delivery.
+    #[command(subcommand)]
+    Webhook(webhook::WebhookCommand),
     /// Measure the running stack against the bare compiler (see BENCHMARKS.md).
     Bench(bench::BenchArgs),
 }
@@ -135,6 +139,7 @@ async fn main() -> ExitCode {
             | Command::Log(_)
             | Command::Cancel(_)
             | Command::List(_)
+            | Command::Webhook(_)
     );
     let result = match cli.command {
         Command::Compile(args) => compile::run(args).await,
@@ -142,6 +147,7 @@ async fn main() -> ExitCode {
         Command::Log(args) => jobs::log(args).await,
         Command::Cancel(args) => jobs::cancel(args).await,
         Command::List(args) => jobs::list(args).await,
+        Command::Webhook(command) => webhook::run(command).await,
         command => serve_or_operate(cli.config, cli.log_format, command)
             .await
             .map(|()| Exit::Success),
@@ -208,7 +214,8 @@ async fn serve_or_operate(
         | Command::Status(_)
         | Command::Log(_)
         | Command::Cancel(_)
-        | Command::List(_) => unreachable!("client commands read no configuration"),
+        | Command::List(_)
+        | Command::Webhook(_) => unreachable!("client commands read no configuration"),
     }
 }
 
@@ -278,4 +285,17 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
     tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own checks of the definition (unique names, valid defaults), which it otherwise
+    /// makes only when a command is first run in a debug build.
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

@@ -10,9 +10,16 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// `TEXFLEET_*` variables that are not settings: the config file's path, the log format and the client CLI's
-/// URL, token and project. Any other unknown `TEXFLEET_*` variable is an error, so that a typo
+/// URL, token, project and webhook secret (for `webhook verify`). Any other unknown `TEXFLEET_*` variable is an error, so that a typo
 /// fails loudly instead of leaving a default in force.
-const CLIENT_VARIABLES: &[&str] = &["config", "log_format", "url", "token", "project"];
+const CLIENT_VARIABLES: &[&str] = &[
+    "config",
+    "log_format",
+    "url",
+    "token",
+    "project",
+    "webhook_secret",
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

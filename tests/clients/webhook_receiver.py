@@ -44,6 +44,8 @@ class Receiver(BaseHTTPRequestHandler):
                     "id": self.headers.get("webhook-id"),
                     "timestamp": self.headers.get("webhook-timestamp"),
                     "verified": verified,
+                    "signature": self.headers.get("webhook-signature"),
+                    "raw": body.decode(),
                     "body": json.loads(body) if body else None,
                 }) + "\n")
         if behaviour == "hang" or (behaviour == "hang-first" and number == 1):

@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, HELLO};
 
+const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
+
 /// A receiver process and what it recorded.
 struct Receiver {
     child: Child,
@@ -363,4 +365,77 @@ async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attem
     }
     second.terminate();
     third.terminate();
+}
+
+/// `texfleet <args>` as the app's project.
+fn texfleet(app: &TestApp, args: &[&str]) -> std::process::Output {
+    Command::new(BINARY)
+        .args(args)
+        .env("TEXFLEET_URL", &app.url)
+        .env("TEXFLEET_TOKEN", &app.token)
+        .env("TEXFLEET_PROJECT", app.project_id.to_string())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::start("ok");
+    let added = texfleet(&app, &["webhook", "add", &receiver.url(), "--description", "ci", "--json"]);
+    assert_eq!(added.status.code(), Some(0), "{}", String::from_utf8_lossy(&added.stderr));
+    let endpoint: Value = serde_json::from_slice(&added.stdout).unwrap();
+    let secret = endpoint["secret"].as_str().unwrap().to_string();
+    let id = endpoint["id"].as_str().unwrap().to_string();
+    receiver.set_secret(&secret);
+    app.compile(json!({ "input_latex": HELLO })).await;
+    let request = receiver.wait_for(1).await[0].clone();
+    eventually(Duration::from_secs(10), "the delivery is listed", || async {
+        let listed = texfleet(&app, &["webhook", "deliveries", &id]);
+        String::from_utf8_lossy(&listed.stdout).contains("delivered")
+    })
+    .await;
+    let listed = texfleet(&app, &["webhook", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(listed.contains(&id) && listed.contains("last 200"), "{listed}");
+    assert!(!listed.contains(&secret), "the secret is shown once");
+
+    // The saved request verifies with the secret, and not once a byte of it changed.
+    let dir = std::env::temp_dir().join(format!("texfleet-verify-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let headers = format!(
+        "Content-Type: application/json\nwebhook-id: {}\nwebhook-timestamp: {}\nwebhook-signature: {}\n",
+        request["id"].as_str().unwrap(),
+        request["timestamp"].as_str().unwrap(),
+        request["signature"].as_str().unwrap()
+    );
+    std::fs::write(dir.join("headers"), headers).unwrap();
+    let raw = request["raw"].as_str().unwrap();
+    let verify = |body: &str, secret: &str| {
+        std::fs::write(dir.join("body"), body).unwrap();
+        Command::new(BINARY)
+            .args(["webhook", "verify", "--any-time", "--headers"])
+            .arg(dir.join("headers"))
+            .arg("--body")
+            .arg(dir.join("body"))
+            .env("TEXFLEET_WEBHOOK_SECRET", secret)
+            .output()
+            .unwrap()
+    };
+    let valid = verify(raw, &secret);
+    assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stdout));
+    assert_eq!(verify(&raw.replace("Succeeded", "Succeedeb"), &secret).status.code(), Some(1));
+    let (other_secret, _) = texfleet_core::webhook::secret::SecretBox::from_setting(
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+    )
+    .unwrap()
+    .unwrap()
+    .new_secret(uuid::Uuid::new_v4());
+    assert_eq!(verify(raw, &other_secret).status.code(), Some(1));
+    std::fs::remove_dir_all(&dir).ok();
+
+    let removed = texfleet(&app, &["webhook", "remove", &id]);
+    assert_eq!(removed.status.code(), Some(0));
+    let again = texfleet(&app, &["webhook", "remove", &id]);
+    assert_eq!(again.status.code(), Some(2), "an unknown endpoint is the user's mistake");
 }
