@@ -89,8 +89,9 @@ impl Deliverer {
                 });
             }
             if gauge_updated.elapsed() >= POLL * 5 {
-                if let Ok(age) = db::oldest_pending_delivery_seconds(&self.db).await {
-                    metrics::WEBHOOK_OLDEST_PENDING.set(age);
+                if let Ok(ages) = db::outbox_ages(&self.db).await {
+                    metrics::WEBHOOK_OLDEST_PENDING.set(ages.oldest_pending);
+                    metrics::WEBHOOK_MOST_OVERDUE.set(ages.most_overdue);
                 }
                 gauge_updated = Instant::now();
             }

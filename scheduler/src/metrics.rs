@@ -209,6 +209,7 @@ pub fn init() {
         WEBHOOK_DELIVERIES.with_label_values(&[result]);
     }
     LazyLock::force(&WEBHOOK_OLDEST_PENDING);
+    LazyLock::force(&WEBHOOK_MOST_OVERDUE);
     set_slots(0, 0);
 }
 
@@ -226,6 +227,15 @@ pub static WEBHOOK_OLDEST_PENDING: LazyLock<Gauge> = LazyLock::new(|| {
     register_gauge_with_registry!(
         "texfleet_webhook_oldest_pending_seconds",
         "Age of the oldest webhook delivery not yet delivered or failed (0 when none).",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static WEBHOOK_MOST_OVERDUE: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge_with_registry!(
+        "texfleet_webhook_most_overdue_seconds",
+        "How long the most overdue webhook attempt has been due and not sent (0 when none): the delivery workers' lag.",
         REGISTRY
     )
     .expect("metric registers once")

@@ -439,3 +439,71 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let again = texfleet(&app, &["webhook", "remove", &id]);
     assert_eq!(again.status.code(), Some(2), "an unknown endpoint is the user's mistake");
 }
+
+/// A line of /etc/hosts naming `name`, for the life of the test: the resolver every delivery
+/// uses (getaddrinfo) reads it at each lookup, so a test can change what a name resolves to.
+struct HostsEntry {
+    name: String,
+}
+
+impl HostsEntry {
+    const FILE: &'static str = "/etc/hosts";
+
+    fn new(name: &str, address: &str) -> HostsEntry {
+        let entry = HostsEntry {
+            name: name.to_string(),
+        };
+        entry.point_to(address);
+        entry
+    }
+
+    fn marker(&self) -> String {
+        format!("# texfleet test {}", self.name)
+    }
+
+    fn others(&self) -> String {
+        std::fs::read_to_string(Self::FILE)
+            .expect("/etc/hosts is readable")
+            .lines()
+            .filter(|line| !line.ends_with(&self.marker()))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    }
+
+    fn point_to(&self, address: &str) {
+        let contents = format!("{}{address} {} {}\n", self.others(), self.name, self.marker());
+        std::fs::write(Self::FILE, contents).expect("the tests run as root and may edit /etc/hosts");
+    }
+}
+
+impl Drop for HostsEntry {
+    fn drop(&mut self) {
+        std::fs::write(Self::FILE, self.others()).ok();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_turns_private_after_registration_is_refused_at_delivery() {
+    let app = TestApp::spawn_with(|config| config.webhook_allowed_cidrs = String::new()).await;
+    let name = format!("rebind-{}.texfleet.test", uuid::Uuid::new_v4().simple());
+    // A documentation address: public to the checks, and never connected to (registration only
+    // resolves).
+    let hosts = HostsEntry::new(&name, "203.0.113.9");
+    let (status, endpoint) =
+        register(&app, &app.token, app.project_id, &format!("http://{name}:9/hook")).await;
+    assert_eq!(status, 201, "{endpoint:#}");
+    hosts.point_to("127.0.0.1");
+    app.compile(json!({ "input_latex": HELLO })).await;
+    let refused = eventually_some(Duration::from_secs(30), "the attempt is recorded", || async {
+        let items = deliveries(&app, &endpoint).await;
+        items
+            .first()
+            .filter(|d| d["last_error"].is_string())
+            .cloned()
+    })
+    .await;
+    let error = refused["last_error"].as_str().unwrap();
+    assert!(error.starts_with("refused") && error.contains("127.0.0.1"), "{refused:#}");
+    assert!(refused["last_status_code"].is_null(), "nothing answered: nothing was sent");
+    assert_eq!(refused["status"], "pending", "it is retried, and checked again each time");
+}

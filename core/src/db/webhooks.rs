@@ -273,15 +273,27 @@ pub async fn record_attempt(
     Ok(row.map(|row| row.get(0)))
 }
 
-/// Age in seconds of the oldest pending delivery (0 when none waits), for the alert.
-pub async fn oldest_pending_delivery_seconds(pool: &Pool) -> DbResult<f64> {
+/// How the outbox stands, in seconds: the age of the oldest pending delivery (receivers that
+/// keep failing make it grow) and how overdue the most overdue attempt is (workers that do
+/// not keep up, or none running); 0 when there is none.
+pub struct OutboxAges {
+    pub oldest_pending: f64,
+    pub most_overdue: f64,
+}
+
+pub async fn outbox_ages(pool: &Pool) -> DbResult<OutboxAges> {
     let client = pool.get().await?;
     let row = client
         .query_one(
-            "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+            "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
+                    coalesce(extract(epoch FROM now() - min(next_attempt_at)
+                                 FILTER (WHERE next_attempt_at <= now())), 0)::float8
              FROM webhook_deliveries WHERE status = 'pending'",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(OutboxAges {
+        oldest_pending: row.get(0),
+        most_overdue: row.get(1),
+    })
 }
