@@ -32,6 +32,8 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_attempt_at)
     WHERE status = 'pending';
+CREATE INDEX webhook_deliveries_sending_idx ON webhook_deliveries (lease_expires_at)
+    WHERE status = 'pending' AND lease_expires_at IS NOT NULL;
 CREATE INDEX webhook_deliveries_endpoint_idx ON webhook_deliveries (endpoint_id, created_at);
 
 -- The outbox: the statement that makes a job terminal (finish, failure, timeout, cancel,
@@ -40,16 +42,18 @@ CREATE INDEX webhook_deliveries_endpoint_idx ON webhook_deliveries (endpoint_id,
 -- without its events. SECURITY DEFINER: the trigger sees every endpoint of the job's project
 -- whatever row-level security shows the role that ended the job.
 CREATE FUNCTION enqueue_job_webhooks() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
-    INSERT INTO webhook_deliveries (endpoint_id, project_id, job_id)
-    SELECT id, project_id, NEW.id FROM webhook_endpoints WHERE project_id = NEW.project_id;
+    INSERT INTO public.webhook_deliveries (endpoint_id, project_id, job_id)
+    SELECT id, project_id, NEW.id FROM public.webhook_endpoints
+    WHERE project_id = NEW.project_id;
     IF FOUND THEN
         PERFORM pg_notify('texfleet_webhooks', '');
     END IF;
     RETURN NULL;
 END;
 $$;
+REVOKE ALL ON FUNCTION enqueue_job_webhooks() FROM PUBLIC;
 CREATE TRIGGER jobs_enqueue_webhooks_on_update
     AFTER UPDATE OF status ON jobs
     FOR EACH ROW WHEN (NEW.status IN ('Succeeded', 'Failed', 'TimedOut', 'Cancelled')

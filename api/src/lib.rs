@@ -58,7 +58,7 @@ struct AppState {
     info(title = "texfleet", description = "A sandboxed LaTeX compile service. The project's docs/API.md describes every route, field, status and error code, with examples."),
     servers((url = "/", description = "This API (the document is served at /openapi.json of the server it describes)")),
     modifiers(&BearerAuth),
-    components(schemas(problem::ProblemBody, problem::FieldError))
+    components(schemas(problem::ProblemBody, problem::FieldError, webhooks::WebhookEvent))
 )]
 struct ApiDoc;
 
@@ -90,7 +90,9 @@ fn router(state: AppState) -> Router {
         .routes(routes!(webhooks::deliveries))
         .routes(routes!(metrics::serve))
         .split_for_parts();
-    let openapi = Arc::new(openapi);
+    let mut document = serde_json::to_value(&openapi).expect("the OpenAPI document serialises");
+    webhooks::document_events(&mut document);
+    let openapi = Arc::new(document);
     router
         .route(
             "/openapi.json",

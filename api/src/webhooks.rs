@@ -103,7 +103,9 @@ pub async fn register(
     let checked = target::parse(&url).map_err(|message| field("url", message))?;
     target::resolve(&checked, &settings.allowed)
         .await
-        .map_err(|message| field("url", format!("{}: {message}", checked.host)))?;
+        .map_err(|message| field("url", message))?;
+    // What is stored is what was checked: the URL as the parser read it.
+    let url = checked.url.to_string();
     let id = Uuid::new_v4();
     let (secret, sealed) = settings.sealer.new_secret(id);
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
@@ -128,6 +130,50 @@ pub async fn register(
             secret,
         }),
     ))
+}
+
+/// The body of every delivery (`compile.finished`).
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // read by the OpenAPI derive only
+pub struct WebhookEvent {
+    /// `compile.finished`.
+    #[serde(rename = "type")]
+    kind: String,
+    /// When the job ended (RFC 3339); the same on every attempt.
+    timestamp: String,
+    /// The job as `GET /compile/{id}` shows it.
+    data: texfleet_core::model::Job,
+}
+
+/// Adds the OpenAPI 3.1 `webhooks` section, which utoipa does not generate: what an endpoint
+/// receives, with the Standard Webhooks headers.
+pub fn document_events(document: &mut Value) {
+    let header = |description: &str| {
+        serde_json::json!({ "in": "header", "required": true, "description": description,
+                            "schema": { "type": "string" } })
+    };
+    let mut parameters = Vec::new();
+    for (name, description) in [
+        ("webhook-id", "The delivery's id, the same on every attempt: deduplicate by it"),
+        ("webhook-timestamp", "Unix seconds of this attempt"),
+        ("webhook-signature", "v1,<base64 of HMAC-SHA256(key, \"<id>.<timestamp>.<body>\")>, the key being the base64 part of the endpoint's secret (Standard Webhooks v1)"),
+    ] {
+        let mut parameter = header(description);
+        parameter["name"] = Value::from(name);
+        parameters.push(parameter);
+    }
+    document["webhooks"] = serde_json::json!({
+        "compile.finished": {
+            "post": {
+                "summary": "A job of the project reached a final state",
+                "description": "Sent to every endpoint of the job's project, at least once: retried with back-off until a 2xx answer within 10 s or until webhook_retry_hours pass. Redirects are not followed.",
+                "parameters": parameters,
+                "requestBody": { "required": true, "content": { "application/json": {
+                    "schema": { "$ref": "#/components/schemas/WebhookEvent" } } } },
+                "responses": { "2XX": { "description": "Delivered; any other answer is retried" } }
+            }
+        }
+    });
 }
 
 /// The project's webhook endpoints (never their secrets).
@@ -252,6 +298,10 @@ fn parse_new_endpoint(value: &Value) -> Result<(String, String), Problem> {
         .map(|key| FieldError::new(key.clone(), "unknown field"))
         .collect();
     let url = match object.get("url").and_then(Value::as_str) {
+        Some(url) if url.chars().any(char::is_control) => {
+            errors.push(FieldError::new("url", "must not contain control characters"));
+            String::new()
+        }
         Some(url) => url.to_string(),
         None => {
             errors.push(FieldError::new("url", "is required and must be a string"));
@@ -260,11 +310,18 @@ fn parse_new_endpoint(value: &Value) -> Result<(String, String), Problem> {
     };
     let description = match object.get("description") {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => text.clone(),
+        Some(Value::String(text))
+            if text.chars().count() <= MAX_DESCRIPTION_CHARS
+                && !text.chars().any(char::is_control) =>
+        {
+            text.clone()
+        }
         Some(_) => {
             errors.push(FieldError::new(
                 "description",
-                format!("must be a string of at most {MAX_DESCRIPTION_CHARS} characters"),
+                format!(
+                    "must be a string of at most {MAX_DESCRIPTION_CHARS} characters, none a control character"
+                ),
             ));
             String::new()
         }

@@ -118,7 +118,8 @@ pub struct Config {
     pub webhook_retry_hours: u32,
     /// The first retry's delay; each later one doubles it (with jitter), up to an hour.
     pub webhook_retry_base_seconds: f64,
-    /// Deliveries to one endpoint in flight at once, across all schedulers.
+    /// Deliveries to one endpoint in flight at once, across all schedulers; a project's
+    /// endpoints together may have twice that.
     pub webhook_endpoint_concurrency: usize,
 }
 

@@ -70,7 +70,10 @@ impl Deliverer {
             let claimed = if free == 0 {
                 Vec::new()
             } else {
-                match db::claim_deliveries(&self.db, free, self.per_endpoint, LEASE).await {
+                let per_project = self.per_endpoint * 2;
+                match db::claim_deliveries(&self.db, free, self.per_endpoint, per_project, LEASE)
+                    .await
+                {
                     Ok(claimed) => claimed,
                     Err(error) => {
                         tracing::warn!(%error, "claiming webhook deliveries failed");
@@ -138,9 +141,14 @@ impl Deliverer {
         }
     }
 
-    /// One attempt: the answer's status, or why there was none.
+    /// One attempt, resolution included, within [`ATTEMPT_TIMEOUT`] (well inside its lease):
+    /// the answer's status, or why there was none.
     async fn send(&self, delivery: &DueDelivery) -> Attempt {
-        match self.try_send(delivery).await {
+        let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, self.try_send(delivery)).await;
+        let attempt = attempt.unwrap_or_else(|_| {
+            Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs()))
+        });
+        match attempt {
             Ok(status) if (200..300).contains(&status) => Attempt {
                 status_code: Some(i32::from(status)),
                 error: None,
@@ -168,7 +176,7 @@ impl Deliverer {
         let target = target::parse(&delivery.url)?;
         let address = target::resolve(&target, &self.allowed)
             .await
-            .map_err(|refusal| format!("refused: {}: {refusal}", target.host))?;
+            .map_err(|refusal| format!("refused: {refusal}"))?;
         let finished = delivery.job.finished_at.unwrap_or(delivery.job.created_at);
         let body = serde_json::to_vec(&serde_json::json!({
             "type": delivery.event,

@@ -208,6 +208,7 @@ async fn registration_refuses_urls_into_the_service_s_network() {
         "ftp://example.org/",
         "http://user:secret@example.org/",
         "not a url",
+        "http://example.org/\u{0}",
     ] {
         let (status, problem) = register(&app, &app.token, app.project_id, url).await;
         assert_eq!(status, 422, "{url} was accepted: {problem:#}");
@@ -486,9 +487,8 @@ impl Drop for HostsEntry {
 async fn a_host_that_turns_private_after_registration_is_refused_at_delivery() {
     let app = TestApp::spawn_with(|config| config.webhook_allowed_cidrs = String::new()).await;
     let name = format!("rebind-{}.texfleet.test", uuid::Uuid::new_v4().simple());
-    // A documentation address: public to the checks, and never connected to (registration only
-    // resolves).
-    let hosts = HostsEntry::new(&name, "203.0.113.9");
+    // A public address, never connected to: registration only resolves.
+    let hosts = HostsEntry::new(&name, "93.184.215.14");
     let (status, endpoint) =
         register(&app, &app.token, app.project_id, &format!("http://{name}:9/hook")).await;
     assert_eq!(status, 201, "{endpoint:#}");
@@ -503,7 +503,11 @@ async fn a_host_that_turns_private_after_registration_is_refused_at_delivery() {
     })
     .await;
     let error = refused["last_error"].as_str().unwrap();
-    assert!(error.starts_with("refused") && error.contains("127.0.0.1"), "{refused:#}");
+    assert!(
+        error.starts_with("refused") && error.contains("private or special network"),
+        "{refused:#}"
+    );
+    assert!(!error.contains("127.0.0.1"), "the refusal does not map names to addresses");
     assert!(refused["last_status_code"].is_null(), "nothing answered: nothing was sent");
     assert_eq!(refused["status"], "pending", "it is retried, and checked again each time");
 }

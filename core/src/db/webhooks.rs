@@ -32,6 +32,13 @@ pub async fn create_endpoint(
     description: &str,
     sealed_secret: &[u8],
 ) -> DbResult<Option<Endpoint>> {
+    // Concurrent registrations of one project count one after the other.
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1::text))",
+            &[&project_id.to_string()],
+        )
+        .await?;
     let row = client
         .query_opt(
             "INSERT INTO webhook_endpoints (id, project_id, url, description, sealed_secret)
@@ -158,12 +165,18 @@ pub struct DueDelivery {
     pub job: Job,
 }
 
-/// Claims up to `limit` due deliveries, at most `per_endpoint` in flight for each endpoint,
+/// The most due deliveries one claim looks at (the oldest), so that a backlog of any size
+/// costs a claim the same.
+const CLAIM_WINDOW: i64 = 1000;
+
+/// Claims up to `limit` due deliveries, at most `per_endpoint` in flight for each endpoint and
+/// `per_project` for each project (so one project's silent endpoints cannot take every sender),
 /// leasing each attempt for `lease`.
 pub async fn claim_deliveries(
     pool: &Pool,
     limit: usize,
     per_endpoint: usize,
+    per_project: usize,
     lease: Duration,
 ) -> DbResult<Vec<DueDelivery>> {
     let mut client = pool.get().await?;
@@ -173,21 +186,30 @@ pub async fn claim_deliveries(
         .await?;
     let claimed = transaction
         .query(
-            "WITH in_flight AS (
-                 SELECT endpoint_id, count(*) AS sending FROM webhook_deliveries
+            "WITH sending AS (
+                 SELECT endpoint_id, project_id FROM webhook_deliveries
                  WHERE status = 'pending' AND lease_expires_at > now()
-                 GROUP BY endpoint_id
+             ), by_endpoint AS (
+                 SELECT endpoint_id, count(*) AS n FROM sending GROUP BY endpoint_id
+             ), by_project AS (
+                 SELECT project_id, count(*) AS n FROM sending GROUP BY project_id
+             ), window_of_due AS (
+                 SELECT id, endpoint_id, project_id, next_attempt_at FROM webhook_deliveries
+                 WHERE status = 'pending' AND next_attempt_at <= now()
+                   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+                 ORDER BY next_attempt_at LIMIT $5
              ), due AS (
-                 SELECT d.id, d.next_attempt_at,
-                        coalesce(f.sending, 0)
-                          + row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at)
-                          AS place
-                 FROM webhook_deliveries d LEFT JOIN in_flight f USING (endpoint_id)
-                 WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-                   AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= now())
+                 SELECT w.id, w.next_attempt_at,
+                        coalesce(e.n, 0) + row_number() OVER (PARTITION BY w.endpoint_id ORDER BY w.next_attempt_at)
+                          AS endpoint_place,
+                        coalesce(p.n, 0) + row_number() OVER (PARTITION BY w.project_id ORDER BY w.next_attempt_at)
+                          AS project_place
+                 FROM window_of_due w
+                 LEFT JOIN by_endpoint e USING (endpoint_id)
+                 LEFT JOIN by_project p USING (project_id)
              ), chosen AS (
                  SELECT id FROM webhook_deliveries
-                 WHERE id IN (SELECT id FROM due WHERE place <= $2)
+                 WHERE id IN (SELECT id FROM due WHERE endpoint_place <= $2 AND project_place <= $4)
                  ORDER BY next_attempt_at LIMIT $1
                  FOR UPDATE SKIP LOCKED
              )
@@ -195,7 +217,13 @@ pub async fn claim_deliveries(
              SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => $3)
              FROM chosen WHERE d.id = chosen.id
              RETURNING d.id, d.attempts, d.event, d.endpoint_id, d.job_id",
-            &[&(limit as i64), &(per_endpoint as i64), &lease.as_secs_f64()],
+            &[
+                &(limit as i64),
+                &(per_endpoint as i64),
+                &lease.as_secs_f64(),
+                &(per_project as i64),
+                &CLAIM_WINDOW,
+            ],
         )
         .await?;
     transaction.commit().await?;

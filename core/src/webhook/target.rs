@@ -60,21 +60,31 @@ pub fn parse(url: &str) -> Result<Target, String> {
     })
 }
 
+/// How long a host may take to resolve.
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Resolves the target's host and returns the address to connect to: the first, once every
 /// address it resolves to is allowed (one forbidden address refuses the host, so that a name
-/// cannot mix a public address with an internal one).
+/// cannot mix a public address with an internal one). The refusal does not say which address
+/// a name has (that would map the operator's internal names for a client); the log does.
 pub async fn resolve(target: &Target, allowed: &[IpNet]) -> Result<SocketAddr, String> {
-    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((target.host.as_str(), target.port))
-        .await
-        .map_err(|e| format!("does not resolve: {e}"))?
-        .collect();
+    let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+    let addresses: Vec<SocketAddr> = match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
+        Ok(Ok(addresses)) => addresses.collect(),
+        Ok(Err(_)) | Err(_) => Vec::new(),
+    };
     if addresses.is_empty() {
-        return Err("does not resolve to any address".into());
+        return Err(format!(
+            "{} does not resolve (within {} s)",
+            target.host,
+            RESOLVE_TIMEOUT.as_secs()
+        ));
     }
     if let Some(forbidden) = addresses.iter().find(|a| !is_allowed(a.ip(), allowed)) {
+        tracing::warn!(host = target.host, address = %forbidden.ip(), "webhook host refused");
         return Err(format!(
-            "resolves to {}, an address of a private or special network",
-            forbidden.ip()
+            "{} resolves to an address of a private or special network",
+            target.host
         ));
     }
     Ok(addresses[0])
@@ -97,7 +107,7 @@ fn is_public(address: IpAddr) -> bool {
 }
 
 fn is_special_v4(address: Ipv4Addr) -> bool {
-    let [a, b, ..] = address.octets();
+    let [a, b, c, _] = address.octets();
     address.is_loopback()
         || address.is_private()
         || address.is_link_local()
@@ -109,18 +119,24 @@ fn is_special_v4(address: Ipv4Addr) -> bool {
         || (a == 100 && (64..128).contains(&b))
         // Reserved for future use, 240.0.0.0/4.
         || a >= 240
+        // IETF protocol assignments 192.0.0.0/24, benchmarking 198.18.0.0/15, documentation.
+        || (a, b, c) == (192, 0, 0)
+        || (a == 198 && (b == 18 || b == 19))
+        || (a, b, c) == (192, 0, 2)
+        || (a, b, c) == (198, 51, 100)
+        || (a, b, c) == (203, 0, 113)
 }
 
+/// Only global unicast (2000::/3) counts as public, less the prefixes that carry an IPv4
+/// address to a relay (Teredo 2001::/32, 6to4 2002::/16) and the documentation prefix; the
+/// rest (loopback, link-local, unique-local, multicast, NAT64, IPv4-compatible, SIIT) is not
+/// global unicast at all. IPv4-mapped addresses were judged as IPv4 before this.
 fn is_special_v6(address: Ipv6Addr) -> bool {
-    let first = address.segments()[0];
-    address.is_loopback()
-        || address.is_unspecified()
-        || address.is_multicast()
-        || address.is_unique_local()
-        || address.is_unicast_link_local()
-        // Site-local (deprecated, fec0::/10) and the NAT64 prefix, which reaches IPv4 inside.
-        || (first & 0xffc0) == 0xfec0
-        || (first == 0x64 && address.segments()[1] == 0xff9b)
+    let [first, second, ..] = address.segments();
+    (first & 0xe000) != 0x2000
+        || (first, second) == (0x2001, 0x0000)
+        || (first, second) == (0x2001, 0x0db8)
+        || first == 0x2002
 }
 
 #[cfg(test)]
@@ -164,6 +180,15 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a00:1",
+            "::a9fe:a9fe",
+            "::ffff:0:a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:db8::1",
+            "100::1",
+            "198.18.0.1",
+            "192.0.0.170",
+            "203.0.113.9",
         ] {
             let address: IpAddr = forbidden.parse().unwrap();
             assert!(!is_allowed(address, &[]), "{forbidden}");
