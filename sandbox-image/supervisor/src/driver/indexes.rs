@@ -234,9 +234,12 @@ const RESERVED_EXTENSIONS: &[&str] = &[
     "pdf", "log", "xdv", "fls", "synctex", "gz", "aux", "bcf", "bbl", "tex",
 ];
 
+/// A glossary's file extension: letters, digits and inner hyphens (glossaries-extra's
+/// abbreviations use `glo-abr`, `gls-abr`, `glg-abr`), never one of the reserved.
 fn is_extension(extension: &str) -> bool {
     (1..=10).contains(&extension.len())
-        && extension.bytes().all(|b| b.is_ascii_alphanumeric())
+        && extension.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && extension.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && !RESERVED_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str())
 }
 
@@ -265,6 +268,7 @@ mod tests {
         assert_eq!(argument(aux, "\\@istfilename"), Some("output.ist"));
         assert_eq!(argument(aux, "\\@glsorder"), None);
         assert!(is_extension("glo") && !is_extension("g/o") && !is_extension(""));
+        assert!(is_extension("glo-abr") && !is_extension("-glo") && !is_extension("g o"));
         assert!(!is_extension("log") && !is_extension("PDF"));
     }
 }
