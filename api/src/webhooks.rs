@@ -50,6 +50,11 @@ pub struct NewEndpoint {
 
 /// A registered endpoint with its secret, shown only in this answer.
 #[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "5c0e6f3a-8b1d-4e2f-9a3b-7c6d5e4f3a2b", "url": "https://ci.example.org/texfleet-hook",
+    "description": "CI", "created_at": "2026-11-23T17:41:33Z",
+    "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+}))]
 pub struct RegisteredEndpoint {
     pub id: Uuid,
     pub url: String,
@@ -61,11 +66,22 @@ pub struct RegisteredEndpoint {
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(example = json!({ "items": [{
+    "id": "5c0e6f3a-8b1d-4e2f-9a3b-7c6d5e4f3a2b", "url": "https://ci.example.org/texfleet-hook",
+    "description": "CI", "created_at": "2026-11-23T17:41:33Z",
+    "last_delivery": { "at": "2026-11-23T17:42:01Z", "status_code": 200, "error": null }
+}] }))]
 pub struct EndpointList {
     pub items: Vec<Endpoint>,
 }
 
 #[derive(Serialize, ToSchema)]
+#[schema(example = json!({ "items": [{
+    "id": "0f3a2b1c-4d5e-4f6a-8b7c-9d0e1f2a3b4c", "event": "compile.finished",
+    "job_id": "3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e", "attempts": 2, "status": "pending",
+    "last_status_code": 503, "last_error": "answered 503",
+    "next_attempt_at": "2026-11-23T17:42:21Z", "created_at": "2026-11-23T17:42:01Z"
+}] }))]
 pub struct DeliveryList {
     pub items: Vec<Delivery>,
 }

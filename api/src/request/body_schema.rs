@@ -114,6 +114,9 @@ pub struct MultipartBody {
 
 /// The `metadata` part: the JSON body without files.
 #[derive(ToSchema)]
+#[schema(example = json!({
+    "project_id": "6f1c2a4e-0000-4000-8000-000000000001", "main": "paper/main.tex", "engine": "lualatex"
+}))]
 pub struct CompileMetadata {
     /// The path of the main document among the file parts. Default `main.tex`.
     main: Option<String>,

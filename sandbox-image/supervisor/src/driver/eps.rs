@@ -34,7 +34,7 @@ pub const XDVIPDFMX_COMMAND: &str = "/usr/local/bin/texfleet-supervisor convert-
 /// skip in the trace.
 pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_seconds: u32) {
     let cpu_seconds = u64::from(timeout_seconds / 4).max(1);
-    for file in files.iter().filter(|f| f.path.ends_with(".eps")) {
+    for file in files.iter().filter(|f| is_eps(&f.path)) {
         if !is_safe_path(&file.path) {
             tools.skip(format!("converting {:?}: not a safe name", file.path));
             continue;
@@ -44,7 +44,8 @@ pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_s
             return;
         }
         let input = work.join(&file.path);
-        let stem = file.path.trim_end_matches(".eps");
+        // graphicx asks for `<name>-eps-converted-to.pdf` whatever the case of `.eps`.
+        let stem = &file.path[..file.path.len() - ".eps".len()];
         let output = work.join(format!("{stem}-eps-converted-to.pdf"));
         let program = ghostscript(&input, &output, &tools.environment);
         if !tools
@@ -56,6 +57,12 @@ pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_s
             let _ = std::fs::remove_file(&output);
         }
     }
+}
+
+/// An EPS figure by its name: `.eps` in any case (`FIG.EPS` from other systems).
+fn is_eps(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    bytes.len() > 4 && bytes[bytes.len() - 4..].eq_ignore_ascii_case(b".eps")
 }
 
 /// Ghostscript, converting `input` into the PDF `output` under `-dSAFER`.
@@ -123,6 +130,12 @@ fn checked_conversion(output: &str, input: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eps_figures_are_found_in_any_case() {
+        assert!(is_eps("figs/a.eps") && is_eps("FIG.EPS") && is_eps("b.Eps"));
+        assert!(!is_eps(".eps") && !is_eps("a.ps") && !is_eps("a.epsx") && !is_eps("é.pdf"));
+    }
 
     #[test]
     fn only_plain_names_are_converted() {
