@@ -45,6 +45,27 @@ impl FromRequestParts<AppState> for Authenticated {
     }
 }
 
+impl Authenticated {
+    /// The project a route's path names, when it is the token's: another project's is `403`, a
+    /// malformed id `404`.
+    pub fn project_in_path(&self, project_id: &str) -> Result<Uuid, Problem> {
+        let project_id =
+            Uuid::parse_str(project_id).map_err(|_| Problem::not_found("no such project"))?;
+        self.may_name(Some(project_id))?;
+        Ok(project_id)
+    }
+
+    /// A body naming another project is `403`, whatever else is wrong with it.
+    pub fn may_name(&self, project_id: Option<Uuid>) -> Result<(), Problem> {
+        match project_id {
+            Some(project_id) if project_id != self.project_id => Err(Problem::forbidden(
+                "the token does not belong to this project",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Requests per token: a token bucket per token (governor's GCRA), in this API process.
 #[derive(Clone)]
 pub struct RateLimiter {

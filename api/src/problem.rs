@@ -167,6 +167,15 @@ impl Problem {
         )
     }
 
+    /// The answer to a body that could not be read whole within its limits.
+    pub fn unreadable_body(error: crate::serve::BodyError, limit: usize, seconds: u64) -> Problem {
+        match error {
+            crate::serve::BodyError::TooLarge => Problem::payload_too_large(limit),
+            crate::serve::BodyError::TimedOut => Problem::request_timeout(seconds),
+            crate::serve::BodyError::Broken => Problem::invalid_json("the body could not be read"),
+        }
+    }
+
     pub fn request_timeout(seconds: u64) -> Problem {
         Problem::new(
             StatusCode::REQUEST_TIMEOUT,

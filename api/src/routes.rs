@@ -174,13 +174,7 @@ pub async fn list(
     Path(project_id): Path<String>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<JobPage>, Problem> {
-    let project_id =
-        Uuid::parse_str(&project_id).map_err(|_| Problem::not_found("no such project"))?;
-    if project_id != auth.project_id {
-        return Err(Problem::forbidden(
-            "the token does not belong to this project",
-        ));
-    }
+    let project_id = auth.project_in_path(&project_id)?;
     let Query(query) =
         query.map_err(|e| Problem::validation(vec![FieldError::new("", e.body_text())]))?;
     let query = request::parse_list_query(&query).map_err(Problem::validation)?;

@@ -5,7 +5,7 @@ use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
 use crate::request::{self, CompileBody, Limits, MultipartBody};
 use crate::routes::{respond_after_wait, WaitUntil};
-use crate::serve::{read_body, BodyError};
+use crate::serve::read_body;
 use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -59,10 +59,8 @@ pub async fn submit(
     let timeout = Duration::from_secs(config.body_timeout_seconds);
     let body = read_body(body, config.max_body_bytes, timeout)
         .await
-        .map_err(|error| match error {
-            BodyError::TooLarge => Problem::payload_too_large(config.max_body_bytes),
-            BodyError::TimedOut => Problem::request_timeout(config.body_timeout_seconds),
-            BodyError::Broken => Problem::invalid_json("the body could not be read"),
+        .map_err(|e| {
+            Problem::unreadable_body(e, config.max_body_bytes, config.body_timeout_seconds)
         })?;
     let limits = Limits {
         default_timeout_seconds: config.default_timeout_seconds,
@@ -71,12 +69,12 @@ pub async fn submit(
     let new_job = match multipart {
         None => {
             let value = json_value(&body)?;
-            check_project(&value, &auth)?;
+            auth.may_name(request::project_id(&value))?;
             request::parse(&value, &limits)
         }
         Some(boundary) => {
             let (metadata, uploads) = request::read_multipart(body, boundary).await?;
-            check_project(&metadata, &auth)?;
+            auth.may_name(request::project_id(&metadata))?;
             request::parse_multipart(&metadata, uploads, &limits)
         }
     }
@@ -166,16 +164,6 @@ fn json_value(body: &Bytes) -> Result<serde_json::Value, Problem> {
     }
     serde_json::from_slice(body)
         .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))
-}
-
-/// A token used against another project is a `403`, whatever else is wrong with the body.
-fn check_project(body: &serde_json::Value, auth: &Authenticated) -> Result<(), Problem> {
-    match request::project_id(body) {
-        Some(project_id) if project_id != auth.project_id => Err(Problem::forbidden(
-            "the token does not belong to this project",
-        )),
-        _ => Ok(()),
-    }
 }
 
 fn is_json(headers: &HeaderMap) -> bool {

@@ -6,7 +6,7 @@
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
-use crate::serve::{read_body, BodyError};
+use crate::serve::read_body;
 use crate::AppState;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
@@ -103,16 +103,12 @@ pub async fn register(
     Path(project_id): Path<String>,
     body: Body,
 ) -> Result<(StatusCode, Json<RegisteredEndpoint>), Problem> {
-    let project_id = own_project(&auth, &project_id)?;
+    let project_id = auth.project_in_path(&project_id)?;
     let settings = enabled(&state)?;
     let timeout = Duration::from_secs(state.config.body_timeout_seconds);
     let body = read_body(body, MAX_BODY_BYTES, timeout)
         .await
-        .map_err(|error| match error {
-            BodyError::TooLarge => Problem::payload_too_large(MAX_BODY_BYTES),
-            BodyError::TimedOut => Problem::request_timeout(state.config.body_timeout_seconds),
-            BodyError::Broken => Problem::invalid_json("the body could not be read"),
-        })?;
+        .map_err(|e| Problem::unreadable_body(e, MAX_BODY_BYTES, state.config.body_timeout_seconds))?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))?;
     let (url, description) = parse_new_endpoint(&value)?;
@@ -205,7 +201,7 @@ pub async fn list(
     auth: Authenticated,
     Path(project_id): Path<String>,
 ) -> Result<Json<EndpointList>, Problem> {
-    let project_id = own_project(&auth, &project_id)?;
+    let project_id = auth.project_in_path(&project_id)?;
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
     let transaction = db::begin_project(&mut client, project_id).await?;
     let items = db::list_endpoints(&*transaction, project_id).await?;
@@ -226,7 +222,7 @@ pub async fn delete(
     auth: Authenticated,
     Path((project_id, id)): Path<(String, String)>,
 ) -> Result<StatusCode, Problem> {
-    let project_id = own_project(&auth, &project_id)?;
+    let project_id = auth.project_in_path(&project_id)?;
     let id = endpoint_id(&id)?;
     let mut client = state.pool.get().await.map_err(db::DbError::from)?;
     let transaction = db::begin_project(&mut client, project_id).await?;
@@ -255,7 +251,7 @@ pub async fn deliveries(
     Path((project_id, id)): Path<(String, String)>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<DeliveryList>, Problem> {
-    let project_id = own_project(&auth, &project_id)?;
+    let project_id = auth.project_in_path(&project_id)?;
     let id = endpoint_id(&id)?;
     let Query(query) = query.map_err(|e| field("", e.body_text()))?;
     let limit = match query.get("limit") {
@@ -271,18 +267,6 @@ pub async fn deliveries(
         .await?
         .ok_or_else(no_endpoint)?;
     Ok(Json(DeliveryList { items }))
-}
-
-/// The token's project, when the path names it (`403` for another, `404` when malformed).
-fn own_project(auth: &Authenticated, project_id: &str) -> Result<Uuid, Problem> {
-    let project_id =
-        Uuid::parse_str(project_id).map_err(|_| Problem::not_found("no such project"))?;
-    if project_id != auth.project_id {
-        return Err(Problem::forbidden(
-            "the token does not belong to this project",
-        ));
-    }
-    Ok(project_id)
 }
 
 fn endpoint_id(id: &str) -> Result<Uuid, Problem> {

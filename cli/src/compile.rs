@@ -11,6 +11,9 @@ use crate::local_files::write_replacing;
 use crate::project_files::{self, ProjectFile};
 use crate::report::{self, Format, Locations, OutputArgs};
 use anyhow::Context as _;
+use clap::builder::PossibleValuesParser;
+use strum::VariantArray as _;
+use texfleet_core::model::Engine;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -26,8 +29,9 @@ pub struct CompileArgs {
     #[arg(long, value_name = "DIR")]
     files: Option<PathBuf>,
     /// The TeX engine.
-    #[arg(long, value_enum, default_value_t = EngineArg::Pdflatex)]
-    engine: EngineArg,
+    #[arg(long, default_value = "pdflatex",
+          value_parser = PossibleValuesParser::new(Engine::VARIANTS.iter().map(|e| e.as_str())))]
+    engine: String,
     /// Where to write the PDF; default: the main document's name with .pdf. The log goes
     /// beside it (.log) when the compile failed or had errors.
     #[arg(short, long, value_name = "PDF")]
@@ -53,23 +57,6 @@ pub struct CompileArgs {
     server: ServerArgs,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum EngineArg {
-    Pdflatex,
-    Xelatex,
-    Lualatex,
-}
-
-impl EngineArg {
-    fn as_str(self) -> &'static str {
-        match self {
-            EngineArg::Pdflatex => "pdflatex",
-            EngineArg::Xelatex => "xelatex",
-            EngineArg::Lualatex => "lualatex",
-        }
-    }
-}
-
 /// Compiles and says how the command ends.
 pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let format = args.output_format.format();
@@ -81,7 +68,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let client = Client::new(&args.server);
     let main = locations.main.clone().map(|(project, _)| project);
     let mut metadata = json!({ "project_id": client.project(), "main": main,
-                               "engine": args.engine.as_str(), "halt_on_error": args.halt_on_error,
+                               "engine": args.engine, "halt_on_error": args.halt_on_error,
                                "cache": !args.no_cache });
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);

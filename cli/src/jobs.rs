@@ -7,6 +7,9 @@ use crate::local_files::write_replacing;
 use crate::report::{self, Format, Locations, OutputArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use clap::builder::PossibleValuesParser;
+use strum::VariantArray as _;
+use texfleet_core::model::JobStatus;
 use uuid::Uuid;
 
 #[derive(clap::Args)]
@@ -48,8 +51,8 @@ pub struct CancelArgs {
 #[derive(clap::Args)]
 pub struct ListArgs {
     /// Only jobs in this state.
-    #[arg(long, value_enum)]
-    status: Option<StatusArg>,
+    #[arg(long, value_parser = PossibleValuesParser::new(JobStatus::VARIANTS.iter().map(|s| s.as_str())))]
+    status: Option<String>,
     /// How many jobs, newest first (1 to 100).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
     limit: u32,
@@ -60,29 +63,6 @@ pub struct ListArgs {
     output: OutputArgs,
     #[command(flatten)]
     server: ServerArgs,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum StatusArg {
-    Queued,
-    Running,
-    Succeeded,
-    Failed,
-    TimedOut,
-    Cancelled,
-}
-
-impl StatusArg {
-    fn as_str(self) -> &'static str {
-        match self {
-            StatusArg::Queued => "Queued",
-            StatusArg::Running => "Running",
-            StatusArg::Succeeded => "Succeeded",
-            StatusArg::Failed => "Failed",
-            StatusArg::TimedOut => "TimedOut",
-            StatusArg::Cancelled => "Cancelled",
-        }
-    }
 }
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<Exit> {
@@ -131,9 +111,8 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<Exit> {
 
 pub async fn list(args: ListArgs) -> anyhow::Result<Exit> {
     let client = Client::new(&args.server);
-    let status = args.status.map(StatusArg::as_str);
     let page = client
-        .list(status, args.limit, args.cursor.as_deref())
+        .list(args.status.as_deref(), args.limit, args.cursor.as_deref())
         .await?;
     match args.output.format() {
         Format::Json => println!("{page}"),
