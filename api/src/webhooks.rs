@@ -92,6 +92,7 @@ pub struct DeliveryList {
     request_body(content = NewEndpoint, content_type = "application/json"),
     responses(
         (status = 201, description = "Registered; the secret is shown only now", body = RegisteredEndpoint),
+        (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
         (status = 400, description = "The body is not JSON", content_type = "application/problem+json", body = ProblemBody),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
         (status = 422, description = "The URL is not allowed, or the project has 10 endpoints", content_type = "application/problem+json", body = ProblemBody),
@@ -193,6 +194,7 @@ pub fn document_events(document: &mut Value) {
     params(("project_id" = Uuid, Path, description = "Project id")),
     responses(
         (status = 200, description = "The endpoints, oldest first", body = EndpointList),
+        (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
         AuthenticatedProblems,
     ))]
@@ -214,7 +216,7 @@ pub async fn list(
     responses(
         (status = 204, description = "Deleted"),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
-        (status = 404, description = "No such endpoint in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "No such endpoint in this project, or a malformed id", content_type = "application/problem+json", body = ProblemBody),
         AuthenticatedProblems,
     ))]
 pub async fn delete(
@@ -241,7 +243,7 @@ pub async fn delete(
     responses(
         (status = 200, description = "The deliveries", body = DeliveryList),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
-        (status = 404, description = "No such endpoint in this project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "No such endpoint in this project, or a malformed id", content_type = "application/problem+json", body = ProblemBody),
         (status = 422, description = "limit is not 1 to 100", content_type = "application/problem+json", body = ProblemBody),
         AuthenticatedProblems,
     ))]
