@@ -57,7 +57,7 @@ async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
         let rescued_job = app
             .count_jobs(&format!("id = '{id}' AND attempts > 1"))
             .await;
-        // The objects come from the attempt that finished the job: a rescued job's from the
+        // The objects (PDF, log, SyncTeX) come from the attempt that finished the job: a rescued job's from the
         // second scheduler's attempt, never one left by the killed scheduler's.
         let key = job["pdf_storage_key"].as_str().unwrap();
         let origin = app.storage.origin(key).await.unwrap().unwrap();
@@ -75,7 +75,11 @@ async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
         stored.sort();
         assert_eq!(
             stored,
-            [format!("{folder}output.log"), format!("{folder}output.pdf")],
+            [
+                format!("{folder}output.log"),
+                format!("{folder}output.pdf"),
+                format!("{folder}output.synctex.gz")
+            ],
             "{id}"
         );
     }

@@ -31,7 +31,7 @@ async fn assert_succeeded_with_text(app: &TestApp, job: &Value, words: &[&str]) 
     assert_eq!(
         job["links"],
         json!({ "self": format!("/compile/{id}"), "pdf": format!("/compile/{id}/pdf"),
-                "log": format!("/compile/{id}/log"), "synctex": null })
+                "log": format!("/compile/{id}/log"), "synctex": format!("/compile/{id}/synctex") })
     );
 
     let stored = app
