@@ -65,9 +65,13 @@ async fn three_schedulers_finish_three_hundred_jobs_exactly_once_within_the_proj
         let uploads: usize = logs.iter().map(|log| log.get(id).unwrap_or(&0)).sum();
         assert_eq!(uploads, 1, "job {id} was uploaded {uploads} times");
     }
+    // The cap (4) is below the fleet's slots (6): two schedulers that finish a job and claim
+    // the next at once can hold it all run long, so a third may rightly get nothing. The
+    // claims must still be shared between processes.
+    let working = logs.iter().filter(|log| !log.is_empty()).count();
     assert!(
-        logs.iter().all(|log| !log.is_empty()),
-        "a scheduler did no work: {:?}",
+        working >= 2,
+        "one scheduler did all the work: {:?}",
         logs.iter().map(|l| l.len()).collect::<Vec<_>>()
     );
     assert_eq!(
