@@ -95,3 +95,13 @@ garage_start() {
   # Listening on RPC is not serving S3 yet: wait for the S3 port too.
   wait_for 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3_port" || die "Garage's S3 API did not open"
 }
+
+# A venv in the user's cache holding PACKAGE at VERSION, made once per version; prints its path.
+python_tool() {
+  local venv="$HOME/.cache/texfleet/$1-$2"
+  if ! "$venv/bin/pip" show -q "$1" >/dev/null 2>&1; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "$1==$2" >&2
+  fi
+  echo "$venv"
+}

@@ -15,6 +15,7 @@ use super::jobs::{job_from_row, JOB_COLUMNS};
 use super::{DbResult, Pool};
 use crate::model::Job;
 use crate::webhook::model::{Delivery, Endpoint, LastDelivery};
+use std::collections::HashMap;
 use std::time::Duration;
 use time::OffsetDateTime;
 use tokio_postgres::{GenericClient, Row};
@@ -227,30 +228,46 @@ pub async fn claim_deliveries(
         )
         .await?;
     transaction.commit().await?;
-    let mut due = Vec::with_capacity(claimed.len());
-    for row in claimed {
-        let endpoint_id: Uuid = row.get("endpoint_id");
-        let job_id: Uuid = row.get("job_id");
-        let endpoint = client
-            .query_one(
-                "SELECT url, sealed_secret FROM webhook_endpoints WHERE id = $1",
-                &[&endpoint_id],
-            )
-            .await?;
-        let job = client
-            .query_one(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"), &[&job_id])
-            .await?;
-        due.push(DueDelivery {
-            id: row.get("id"),
-            attempt: row.get("attempts"),
-            event: row.get("event"),
-            endpoint_id,
-            url: endpoint.get("url"),
-            sealed_secret: endpoint.get("sealed_secret"),
-            job: job_from_row(&job)?,
-        });
+    // The endpoints and jobs of the whole batch, in one query each.
+    let endpoint_ids: Vec<Uuid> = claimed.iter().map(|row| row.get("endpoint_id")).collect();
+    let job_ids: Vec<Uuid> = claimed.iter().map(|row| row.get("job_id")).collect();
+    let endpoints: HashMap<Uuid, (String, Vec<u8>)> = client
+        .query(
+            "SELECT id, url, sealed_secret FROM webhook_endpoints WHERE id = ANY($1)",
+            &[&endpoint_ids],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get("id"), (row.get("url"), row.get("sealed_secret"))))
+        .collect();
+    let mut jobs: HashMap<Uuid, Job> = HashMap::new();
+    for row in client
+        .query(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY($1)"),
+            &[&job_ids],
+        )
+        .await?
+    {
+        let job = job_from_row(&row)?;
+        jobs.insert(job.id, job);
     }
-    Ok(due)
+    // A delivery whose endpoint was deleted since the claim went with it.
+    Ok(claimed
+        .iter()
+        .filter_map(|row| {
+            let endpoint_id: Uuid = row.get("endpoint_id");
+            let (url, sealed_secret) = endpoints.get(&endpoint_id)?.clone();
+            Some(DueDelivery {
+                id: row.get("id"),
+                attempt: row.get("attempts"),
+                event: row.get("event"),
+                endpoint_id,
+                url,
+                sealed_secret,
+                job: jobs.get(&row.get::<_, Uuid>("job_id"))?.clone(),
+            })
+        })
+        .collect())
 }
 
 /// Key of the advisory lock that serialises delivery claims ("texhooks").
