@@ -3,7 +3,7 @@
 //! them. So only a complete gzip stream whose content begins as SyncTeX does, and which does
 //! not inflate past a bound (no gzip bomb handed on to clients), is kept.
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use std::io::Read;
 
 /// What every SyncTeX file begins with.
@@ -11,7 +11,9 @@ const SIGNATURE: &[u8] = b"SyncTeX Version:";
 
 /// Whether `bytes` is a gzip stream of at most `max_uncompressed` bytes of SyncTeX.
 pub fn is_synctex(bytes: &[u8], max_uncompressed: usize) -> bool {
-    let mut decoder = GzDecoder::new(bytes).take(max_uncompressed as u64 + 1);
+    // Every member of the stream counts, as zlib's gzread inflates them all: a small SyncTeX
+    // member followed by a bomb is a bomb.
+    let mut decoder = MultiGzDecoder::new(bytes).take(max_uncompressed as u64 + 1);
     let mut head = vec![0; SIGNATURE.len()];
     if decoder.read_exact(&mut head).is_err() || head != SIGNATURE {
         return false;
@@ -45,5 +47,8 @@ mod tests {
         bomb.resize(10_000, b'x');
         assert!(!is_synctex(&gzip(&bomb), 9_999));
         assert!(is_synctex(&gzip(&bomb), 10_000));
+        let mut two_members = gzip(b"SyncTeX Version:1\n");
+        two_members.extend(gzip(&vec![0; 20_000]));
+        assert!(!is_synctex(&two_members, 10_000), "a bomb in a second member");
     }
 }
