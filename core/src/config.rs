@@ -247,6 +247,24 @@ mod tests {
         });
     }
 
+    /// The example settings of `deploy/config/`, which operators copy, name only settings
+    /// that exist (a misspelt one would stop the service at start).
+    #[test]
+    fn deployment_examples_load() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(examples).unwrap() {
+            let path = entry.unwrap().path();
+            figment::Jail::expect_with(|jail| {
+                jail.clear_env();
+                Config::load(Some(&path)).map_err(|e| *e)?;
+                Ok(())
+            });
+            loaded += 1;
+        }
+        assert_eq!(loaded, 3);
+    }
+
     #[test]
     fn unknown_settings_are_rejected() {
         figment::Jail::expect_with(|jail| {
