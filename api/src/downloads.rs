@@ -89,7 +89,15 @@ pub async fn get_synctex(
         short_job_id(job.id)
     );
     let etag = job.synctex_sha256.as_deref().map(strong_etag);
-    stream(&state, &key, "application/gzip", disposition, etag, &request).await
+    stream(
+        &state,
+        &key,
+        "application/gzip",
+        disposition,
+        etag,
+        &request,
+    )
+    .await
 }
 
 /// An object streamed from the store with its type, disposition and strong `ETag`, or `304`

@@ -4,9 +4,9 @@
 //! a task-local set by [`request_id`], so that any code that builds a [`Problem`] (handlers,
 //! extractors, the fallback) can reach it without threading it through every signature.
 
+use crate::problem_code::ProblemCode;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
-use crate::problem_code::ProblemCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -94,7 +94,11 @@ impl Problem {
     }
 
     pub fn invalid_multipart(detail: impl Into<String>) -> Problem {
-        Problem::new(StatusCode::BAD_REQUEST, ProblemCode::InvalidMultipart, detail)
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            ProblemCode::InvalidMultipart,
+            detail,
+        )
     }
 
     pub fn invalid_json(detail: impl Into<String>) -> Problem {
@@ -240,7 +244,11 @@ impl Problem {
     pub fn unavailable(detail: impl Into<String>) -> Problem {
         Problem {
             retry_after: Some(RETRY_AFTER_UNAVAILABLE),
-            ..Problem::new(StatusCode::SERVICE_UNAVAILABLE, ProblemCode::Unavailable, detail)
+            ..Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ProblemCode::Unavailable,
+                detail,
+            )
         }
     }
 

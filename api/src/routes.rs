@@ -132,11 +132,16 @@ pub(crate) async fn respond_after_wait(
     };
     let job = state
         .events
-        .wait_until(job, |job| until.reached(job), Duration::from_secs(seconds), |id| async move {
-            read_job(state, auth, id)
-                .await?
-                .ok_or_else(|| Problem::not_found("no such job"))
-        })
+        .wait_until(
+            job,
+            |job| until.reached(job),
+            Duration::from_secs(seconds),
+            |id| async move {
+                read_job(state, auth, id)
+                    .await?
+                    .ok_or_else(|| Problem::not_found("no such job"))
+            },
+        )
         .await?;
     let status = if job.status.is_terminal() {
         StatusCode::OK

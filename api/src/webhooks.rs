@@ -109,7 +109,9 @@ pub async fn register(
     let timeout = Duration::from_secs(state.config.body_timeout_seconds);
     let body = read_body(body, MAX_BODY_BYTES, timeout)
         .await
-        .map_err(|e| Problem::unreadable_body(e, MAX_BODY_BYTES, state.config.body_timeout_seconds))?;
+        .map_err(|e| {
+            Problem::unreadable_body(e, MAX_BODY_BYTES, state.config.body_timeout_seconds)
+        })?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))?;
     let (url, description) = parse_new_endpoint(&value)?;
@@ -129,7 +131,10 @@ pub async fn register(
     let endpoint = created.ok_or_else(|| {
         field(
             "url",
-            format!("the project has {} endpoints, the most it may have", db::MAX_ENDPOINTS),
+            format!(
+                "the project has {} endpoints, the most it may have",
+                db::MAX_ENDPOINTS
+            ),
         )
     })?;
     tracing::info!(endpoint = %endpoint.id, %project_id, "webhook endpoint registered");
@@ -301,7 +306,10 @@ fn parse_new_endpoint(value: &Value) -> Result<(String, String), Problem> {
         .collect();
     let url = match object.get("url").and_then(Value::as_str) {
         Some(url) if url.chars().any(char::is_control) => {
-            errors.push(FieldError::new("url", "must not contain control characters"));
+            errors.push(FieldError::new(
+                "url",
+                "must not contain control characters",
+            ));
             String::new()
         }
         Some(url) => url.to_string(),

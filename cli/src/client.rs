@@ -19,7 +19,12 @@ pub struct ServerArgs {
     #[arg(long, env = "TEXFLEET_URL", value_name = "URL")]
     url: String,
     /// The project's API token (from the operator).
-    #[arg(long, env = "TEXFLEET_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "TEXFLEET_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     token: String,
     /// The project's id (a UUID).
     #[arg(long, env = "TEXFLEET_PROJECT", value_name = "UUID")]
@@ -275,8 +280,7 @@ impl Client {
                                 && delay <= MAX_RETRY_AFTER
                                 && matches!(
                                     status,
-                                    StatusCode::TOO_MANY_REQUESTS
-                                        | StatusCode::SERVICE_UNAVAILABLE
+                                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
                                 ) =>
                         {
                             eprintln!("{error}; retrying in {} s", delay.as_secs());

@@ -12,11 +12,11 @@ use crate::project_files::{self, ProjectFile};
 use crate::report::{self, Format, Locations, OutputArgs};
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
-use strum::VariantArray as _;
-use texfleet_core::model::Engine;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use strum::VariantArray as _;
+use texfleet_core::model::Engine;
 
 #[derive(clap::Args)]
 pub struct CompileArgs {
@@ -147,13 +147,19 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
                 error["code"].as_str().unwrap_or("")
             );
         } else if failed {
-            eprintln!("error: the document has {errors} LaTeX error(s); --allow-errors accepts them");
+            eprintln!(
+                "error: the document has {errors} LaTeX error(s); --allow-errors accepts them"
+            );
         }
         if let Some(log) = &written_log {
             eprintln!("the log is in {}", log.display());
         }
     }
-    Ok(if failed { Exit::DocumentFailed } else { Exit::Success })
+    Ok(if failed {
+        Exit::DocumentFailed
+    } else {
+        Exit::Success
+    })
 }
 
 /// Follows the job until it is terminal, reporting when it starts: the server answers as soon
@@ -204,7 +210,11 @@ fn project(args: &CompileArgs, pdf: &Path) -> anyhow::Result<(Vec<ProjectFile>, 
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
                 && !name.starts_with(['.', '-']);
-            let path = if plain { name.into_owned() } else { "main.tex".into() };
+            let path = if plain {
+                name.into_owned()
+            } else {
+                "main.tex".into()
+            };
             let local = args.main.clone();
             (vec![ProjectFile { path, local }], None)
         }

@@ -5,9 +5,9 @@ use crate::client::{is_terminal, Client, ServerArgs};
 use crate::exit::Exit;
 use crate::local_files::write_replacing;
 use crate::report::{self, Format, Locations, OutputArgs};
+use clap::builder::PossibleValuesParser;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use clap::builder::PossibleValuesParser;
 use strum::VariantArray as _;
 use texfleet_core::model::JobStatus;
 use uuid::Uuid;
@@ -92,7 +92,10 @@ pub async fn log(args: LogArgs) -> anyhow::Result<Exit> {
     match (&args.output, args.format.format()) {
         (Some(path), _) => write_replacing(path, &log)?,
         (None, Format::Json) => {
-            println!("{}", json!({ "id": id, "log": String::from_utf8_lossy(&log) }))
+            println!(
+                "{}",
+                json!({ "id": id, "log": String::from_utf8_lossy(&log) })
+            )
         }
         (None, _) => print_untrusted(&String::from_utf8_lossy(&log)),
     }

@@ -49,7 +49,11 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&link).unwrap(), "the log");
         assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no partial file is left");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            2,
+            "no partial file is left"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

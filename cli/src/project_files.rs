@@ -117,9 +117,10 @@ pub fn collect(dir: &Path, main: &Path, skip: &[PathBuf]) -> anyhow::Result<Vec<
 }
 
 fn is_auxiliary(name: &str) -> bool {
-    AUXILIARY
-        .iter()
-        .any(|extension| name.strip_suffix(extension).is_some_and(|stem| stem.ends_with('.')))
+    AUXILIARY.iter().any(|extension| {
+        name.strip_suffix(extension)
+            .is_some_and(|stem| stem.ends_with('.'))
+    })
 }
 
 fn canonical(path: &Path) -> anyhow::Result<PathBuf> {
@@ -178,7 +179,9 @@ mod tests {
                 "refs.bib"
             ]
         );
-        let error = collect(&dir, &dir.join("build/notes.tex"), &[]).err().unwrap();
+        let error = collect(&dir, &dir.join("build/notes.tex"), &[])
+            .err()
+            .unwrap();
         assert!(error.to_string().contains("is ignored"), "{error}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -125,7 +125,10 @@ pub async fn run(command: WebhookCommand) -> anyhow::Result<Exit> {
         } => {
             let client = Client::new(&server);
             let path = format!("{}/{id}/deliveries?limit={limit}", webhooks_path(&client));
-            let list = client.call(Method::GET, &path, None).await?.unwrap_or_default();
+            let list = client
+                .call(Method::GET, &path, None)
+                .await?
+                .unwrap_or_default();
             match output.format() {
                 Format::Json => println!("{list}"),
                 _ => {
@@ -157,11 +160,18 @@ fn endpoint_line(endpoint: &Value) -> String {
     } else {
         format!(
             "last {} {}",
-            last["status_code"].as_i64().map_or("-".into(), |s| s.to_string()),
+            last["status_code"]
+                .as_i64()
+                .map_or("-".into(), |s| s.to_string()),
             text(&last["error"])
         )
     };
-    format!("{}  {}  {}", text(&endpoint["id"]), text(&endpoint["url"]), last)
+    format!(
+        "{}  {}  {}",
+        text(&endpoint["id"]),
+        text(&endpoint["url"]),
+        last
+    )
 }
 
 fn delivery_line(delivery: &Value) -> String {
@@ -172,7 +182,9 @@ fn delivery_line(delivery: &Value) -> String {
         text(&delivery["status"]),
         text(&delivery["job_id"]),
         delivery["attempts"],
-        delivery["last_status_code"].as_i64().map_or("-".into(), |s| s.to_string()),
+        delivery["last_status_code"]
+            .as_i64()
+            .map_or("-".into(), |s| s.to_string()),
         text(&delivery["last_error"]),
     )
 }
@@ -186,7 +198,9 @@ fn verify(secret: &str, headers: &PathBuf, body: &PathBuf, any_time: bool) -> an
     let header = |name: &str| {
         headers.lines().find_map(|line| {
             let (key, value) = line.split_once(':')?;
-            key.trim().eq_ignore_ascii_case(name).then(|| value.trim().to_string())
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
         })
     };
     let missing = |name: &str| Failure::usage(format!("the headers have no {name}"));

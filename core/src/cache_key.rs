@@ -136,12 +136,18 @@ mod tests {
     #[test]
     fn a_request_is_the_same_whatever_the_sandbox_but_not_whatever_the_cache_option() {
         let base = job(&[("main.tex", "x")]);
-        assert_eq!(request_hash(&base), request_hash(&job(&[("main.tex", "x")])));
+        assert_eq!(
+            request_hash(&base),
+            request_hash(&job(&[("main.tex", "x")]))
+        );
         let fresh = NewJob {
             use_cache: false,
             ..job(&[("main.tex", "x")])
         };
         assert_ne!(request_hash(&base), request_hash(&fresh));
-        assert_ne!(request_hash(&base), request_hash(&job(&[("main.tex", "y")])));
+        assert_ne!(
+            request_hash(&base),
+            request_hash(&job(&[("main.tex", "y")]))
+        );
     }
 }

@@ -53,6 +53,15 @@ pub struct Config {
     pub s3_access_key_id: String,
     pub s3_secret_access_key: String,
 
+    /// The Docker engine of the scheduler: `unix:///path`, or `tcp://host:port` (with TLS when
+    /// the three `docker_tls_*` files are set); empty means `DOCKER_HOST` or the local socket.
+    pub docker_host: String,
+    /// PEM files for mutual TLS with a remote engine: the CA that signed the engine's
+    /// certificate, and this scheduler's client certificate and key.
+    pub docker_tls_ca: String,
+    pub docker_tls_cert: String,
+    pub docker_tls_key: String,
+
     /// Image the sandbox containers run (printed by `sandbox-image/build.sh`).
     pub sandbox_image: String,
     /// Optional OCI runtime for sandbox containers, for example `runsc`; empty means Docker's default.
@@ -142,6 +151,10 @@ impl Default for Config {
             s3_bucket: "texfleet".into(),
             s3_access_key_id: String::new(),
             s3_secret_access_key: String::new(),
+            docker_host: String::new(),
+            docker_tls_ca: String::new(),
+            docker_tls_cert: String::new(),
+            docker_tls_key: String::new(),
             sandbox_image: String::new(),
             sandbox_runtime: String::new(),
             sandbox_memory_mb: 1024,

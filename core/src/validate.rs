@@ -52,7 +52,9 @@ pub fn check_path(path: &str) -> Result<(), String> {
             return Err("components must not start with '.' or '-'".into());
         }
         if component.starts_with(' ') || component.ends_with(' ') || component.contains("  ") {
-            return Err("components must not start or end with a space, or hold two in a row".into());
+            return Err(
+                "components must not start or end with a space, or hold two in a row".into(),
+            );
         }
     }
     Ok(())

@@ -4,7 +4,9 @@
 # mmdebstrap makes a minimal root filesystem from the Debian mirror this machine is configured
 # with (no registry is needed), customize.sh hardens TeX and adds the sandbox user, and
 # `docker import` turns the tarball into an image. The tag is a hash of every file in this
-# folder, so the few minutes of this build are spent only when one of them changes.
+# folder, so the few minutes of this build are spent only when one of them changes. Manual
+# pages are left out, but Java's postinst links its own through update-alternatives, which
+# needs their folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
@@ -34,6 +36,7 @@ mmdebstrap --variant=minbase --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
+  --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
   --customize-hook="copy-in texmf-hardening.cnf luatex-sandbox.lua /tmp" \
   --customize-hook="$here/customize.sh \"\$1\"" \
   trixie "$work/rootfs.tar" "$mirror" >&2

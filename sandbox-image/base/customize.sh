@@ -92,6 +92,15 @@ mkdir -p "$root/usr/share/texfleet"
 mv "$root/tmp/luatex-sandbox.lua" "$root/usr/share/texfleet/luatex-sandbox.lua"
 chmod 0644 "$root/usr/share/texfleet/luatex-sandbox.lua"
 
+# Java for bib2gls, found through Debian's fixed default-java link. Java reads its security
+# settings from /etc/java-<version>-openjdk, which Landlock lets the compile read
+# (sandbox-image/supervisor/src/confine.rs): a new Java version must be named there.
+[ -d "$root/etc/java-21-openjdk" ] || { echo "customize.sh: Java's settings are not in /etc/java-21-openjdk" >&2; exit 1; }
+for file in usr/lib/jvm/default-java/bin/java usr/lib/jvm/default-java/lib/jspawnhelper \
+  usr/share/texlive/texmf-dist/scripts/bib2gls/bib2gls.jar; do
+  chroot "$root" test -e "/$file" || { echo "customize.sh: /$file is missing" >&2; exit 1; }
+done
+
 # The luaotfload font name database and the caches of the most used fonts, built once here
 # instead of in every lualatex job. Only the text (.lua) caches are kept: the Lua sandbox
 # loads no bytecode it did not make itself.

@@ -127,7 +127,9 @@ impl Deliverer {
                     ("failed", _) => "failed",
                     _ => "retried",
                 };
-                metrics::WEBHOOK_DELIVERIES.with_label_values(&[result]).inc();
+                metrics::WEBHOOK_DELIVERIES
+                    .with_label_values(&[result])
+                    .inc();
                 tracing::info!(
                     delivery = %delivery.id,
                     attempt = delivery.attempt,
@@ -136,8 +138,12 @@ impl Deliverer {
                     "webhook attempt"
                 );
             }
-            Ok(None) => tracing::warn!(delivery = %delivery.id, "webhook attempt taken over; not recorded"),
-            Err(error) => tracing::warn!(%error, "could not record a webhook attempt; its lease will expire into a retry"),
+            Ok(None) => {
+                tracing::warn!(delivery = %delivery.id, "webhook attempt taken over; not recorded")
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not record a webhook attempt; its lease will expire into a retry")
+            }
         }
     }
 
@@ -145,9 +151,8 @@ impl Deliverer {
     /// the answer's status, or why there was none.
     async fn send(&self, delivery: &DueDelivery) -> Attempt {
         let attempt = tokio::time::timeout(ATTEMPT_TIMEOUT, self.try_send(delivery)).await;
-        let attempt = attempt.unwrap_or_else(|_| {
-            Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs()))
-        });
+        let attempt = attempt
+            .unwrap_or_else(|_| Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())));
         match attempt {
             Ok(status) if (200..300).contains(&status) => Attempt {
                 status_code: Some(i32::from(status)),
@@ -228,7 +233,9 @@ impl Deliverer {
 /// one before and workers retrying together spread out.
 fn backoff(base: Duration, attempt: i32) -> Duration {
     let doubled = base.saturating_mul(1 << attempt.clamp(1, 20).saturating_sub(1) as u32);
-    doubled.min(MAX_BACKOFF).mul_f64(0.75 + rand::random::<f64>() * 0.25)
+    doubled
+        .min(MAX_BACKOFF)
+        .mul_f64(0.75 + rand::random::<f64>() * 0.25)
 }
 
 /// A transport failure in a few words: a timeout, a refused connection, and so on.

@@ -32,7 +32,10 @@ pub fn parse(log: &str, main: &str) -> Vec<Diagnostic> {
 /// `file` as TeX named it, as a path in the project; a file outside it (a package's) keeps its
 /// full path.
 fn project_path(file: &str, folder: &str) -> String {
-    if let Some(path) = file.strip_prefix(WORK_DIR).and_then(|p| p.strip_prefix('/')) {
+    if let Some(path) = file
+        .strip_prefix(WORK_DIR)
+        .and_then(|p| p.strip_prefix('/'))
+    {
         return path.to_string();
     }
     if file.starts_with('/') || folder.is_empty() {
@@ -226,7 +229,10 @@ l.12 \end{document}
         // An emergency stop with no error before it stands alone.
         assert_eq!(diagnostics[3].message, "Emergency stop.");
         assert_eq!(diagnostics[3].line, Some(12));
-        assert_eq!(diagnostics[3].context.as_deref(), Some("l.12 \\end{document}"));
+        assert_eq!(
+            diagnostics[3].context.as_deref(),
+            Some("l.12 \\end{document}")
+        );
     }
 
     #[test]

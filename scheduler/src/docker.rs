@@ -84,14 +84,17 @@ pub struct Sandbox {
 impl Sandbox {
     /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
     /// speaks, and checks that the sandbox image is there.
+    /// Whether the engine answers (`GET /_ping`).
+    pub async fn ping(&self) -> Result<(), DockerError> {
+        self.docker.ping().await.map(drop)
+    }
+
     pub async fn connect(
         config: &Config,
         scheduler_id: &str,
         deployment: &str,
     ) -> anyhow::Result<Sandbox> {
-        let docker = bollard::Docker::connect_with_defaults()?
-            .negotiate_version()
-            .await?;
+        let docker = crate::engine_connect::connect_engine(config).await?;
         if config.sandbox_image.is_empty() {
             anyhow::bail!("sandbox_image is not set (TEXFLEET_SANDBOX_IMAGE)");
         }

@@ -9,6 +9,8 @@
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
 //!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
 //! - [`upkeep`]: lease rescue, leftover containers and retention, on timers;
+//!   [`engine_connect`]: reaching the engine, locally or over TLS; [`engine_health`]: no
+//!   claims while it does not answer;
 //! - [`metrics`]: what operators watch.
 //!
 //! The claim loop below keeps at most `slots` compiles running. It sleeps until a job is
@@ -20,6 +22,8 @@ mod compile;
 mod deliveries;
 mod diagnostics;
 mod docker;
+mod engine_connect;
+mod engine_health;
 mod floor;
 mod inventory;
 mod isolation;
@@ -122,6 +126,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
     db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
+    let engine = Arc::new(engine_health::EngineHealth::default());
+    let engine_watch = tokio::spawn(engine_health::watch(
+        context.clone(),
+        running.clone(),
+        engine.clone(),
+    ));
     let deliverer = deliveries::Deliverer::new(&config, context.db.clone())?
         .map(|deliverer| tokio::spawn(Arc::new(deliverer).run(wake_deliveries.clone())));
     let stop_pool = CancellationToken::new();
@@ -133,7 +143,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         addr => {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             tracing::info!(addr, "metrics on /metrics");
-            Some(tokio::spawn(metrics::serve(listener)))
+            Some(tokio::spawn(metrics::serve(listener, engine.clone())))
         }
     };
     let free_slots = Arc::new(Semaphore::new(slots));
@@ -144,6 +154,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // another must always find a slot soon (a scheduler of one slot keeps none).
     let reserved = config.idle_project_slots.min(slots.saturating_sub(1));
     loop {
+        if !engine.is_up() {
+            tokio::select! {
+                _ = engine.wait_until_up() => continue,
+                _ = &mut shutdown => break,
+            }
+        }
         let free = free_slots.available_permits();
         let mut claimed = 0;
         let open = free.saturating_sub(reserved);
@@ -199,6 +215,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
 
     upkeep.abort();
+    engine_watch.abort();
     if let Some(deliverer) = deliverer {
         deliverer.abort();
     }

@@ -1,9 +1,10 @@
 //! The scheduler's metrics, served on `scheduler_metrics_addr` at `/metrics`. They answer the
 //! on-call questions: is the queue backing up (depth, oldest job), how long do users wait
 //! (queue wait, compile, upload, end to end), which limits do jobs hit, are slots free, is
-//! infrastructure failing (retries, lease rescues), do webhooks reach their endpoints. Labels are bounded: no job or project ids.
+//! infrastructure failing (retries, lease rescues, the Docker engine), do webhooks reach their endpoints. Labels are bounded: no job or project ids.
 
-use axum::http::header;
+use crate::engine_health::EngineHealth;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
@@ -14,7 +15,7 @@ use prometheus::{
     register_int_gauge_with_registry, Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec,
     IntGauge, IntGaugeVec, Registry,
 };
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use strum::VariantArray;
 use texfleet_core::metrics;
 use texfleet_core::model::{Engine, ErrorCode, JobStatus};
@@ -103,6 +104,15 @@ pub static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         "texfleet_scheduler_slots",
         "This scheduler's compile slots, by state (busy, free).",
         &["state"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static DOCKER_ENGINE_UP: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge_with_registry!(
+        "texfleet_docker_engine_up",
+        "1 while this scheduler's Docker engine answers its pings; 0 while it does not (no claims).",
         REGISTRY
     )
     .expect("metric registers once")
@@ -203,6 +213,7 @@ pub fn init() {
     LazyLock::force(&UPLOAD_TIME);
     LazyLock::force(&OLDEST_QUEUED);
     LazyLock::force(&CONTAINERS);
+    LazyLock::force(&DOCKER_ENGINE_UP);
     LazyLock::force(&RESCUES);
     LazyLock::force(&UPLOAD_RETRIES);
     for result in ["delivered", "retried", "failed"] {
@@ -247,8 +258,9 @@ pub fn set_slots(busy: usize, free: usize) {
     SLOTS.with_label_values(&["free"]).set(free as i64);
 }
 
-/// Serves `/metrics` (and `/healthz`) on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener) {
+/// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (its Docker engine
+/// answers, so it claims jobs) on `listener` until the task is aborted.
+pub async fn serve(listener: tokio::net::TcpListener, engine: Arc<EngineHealth>) {
     let router = Router::new()
         .route(
             "/metrics",
@@ -260,7 +272,20 @@ pub async fn serve(listener: tokio::net::TcpListener) {
                     .into_response()
             }),
         )
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if engine.is_up() {
+                    (StatusCode::OK, "ready")
+                } else {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the Docker engine does not answer",
+                    )
+                }
+            }),
+        );
     if let Err(error) = axum::serve(listener, router).await {
         tracing::error!(%error, "metrics server stopped");
     }

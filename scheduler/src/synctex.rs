@@ -49,6 +49,9 @@ mod tests {
         assert!(is_synctex(&gzip(&bomb), 10_000));
         let mut two_members = gzip(b"SyncTeX Version:1\n");
         two_members.extend(gzip(&vec![0; 20_000]));
-        assert!(!is_synctex(&two_members, 10_000), "a bomb in a second member");
+        assert!(
+            !is_synctex(&two_members, 10_000),
+            "a bomb in a second member"
+        );
     }
 }

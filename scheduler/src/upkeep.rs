@@ -66,7 +66,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
     }
 }
 
-async fn sweep_orphans(context: &Context, running: &RunningJobs) {
+pub async fn sweep_orphans(context: &Context, running: &RunningJobs) {
     let containers = match context.sandbox.list_sandboxes().await {
         Ok(containers) => containers,
         Err(error) => return tracing::warn!(%error, "could not list sandbox containers"),

@@ -6,12 +6,12 @@
 use crate::metrics;
 use crate::outcome::Interrupted;
 use crate::stop::{JobStop, StopReason};
+use crate::synctex;
 use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use crate::synctex;
 use texfleet_core::model::{
     log_storage_key, pdf_storage_key, synctex_storage_key, ClaimedJob, JobStatus,
 };
@@ -50,7 +50,10 @@ pub async fn upload_outputs(
         put(context, job, &key, pdf, "application/pdf", stop).await?;
         tracing::info!(key, "pdf uploaded");
         outcome.pdf_storage_key = Some(key);
-        let limit = context.config.max_synctex_bytes.saturating_mul(UNCOMPRESSED_SYNCTEX_FACTOR);
+        let limit = context
+            .config
+            .max_synctex_bytes
+            .saturating_mul(UNCOMPRESSED_SYNCTEX_FACTOR);
         match synctex {
             Some(synctex) if synctex::is_synctex(&synctex, limit) => {
                 let key = synctex_storage_key(job.id);
@@ -58,7 +61,9 @@ pub async fn upload_outputs(
                 put(context, job, &key, synctex, "application/gzip", stop).await?;
                 outcome.synctex_storage_key = Some(key);
             }
-            Some(_) => tracing::warn!("the sandbox's output.synctex.gz is not a SyncTeX file; not stored"),
+            Some(_) => {
+                tracing::warn!("the sandbox's output.synctex.gz is not a SyncTeX file; not stored")
+            }
             None => {}
         }
     }

@@ -91,7 +91,7 @@ impl WarmPool {
 
     /// Replaces containers that are too old or no longer running. The ready list stays usable
     /// meanwhile: only the stale ones are taken out of it, after they were checked.
-    async fn retire_stale(&self, sandbox: &Sandbox) {
+    pub async fn retire_stale(&self, sandbox: &Sandbox) {
         let snapshot: Vec<(String, String, bool)> = self
             .ready
             .lock()

@@ -7,6 +7,7 @@
 //! - [`processes`]: schedulers as real processes, and the dev scripts;
 //! - [`docker`]: the sandbox containers seen from outside, and the canaries;
 //! - [`dropping_proxy`]: a request done whose answer never arrives;
+//! - [`engine`]: the second Docker engine of the fleet tests;
 //! - [`pdf`]: the text and streams of PDFs;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit.
@@ -14,6 +15,7 @@
 mod app;
 mod docker;
 mod dropping_proxy;
+mod engine;
 mod pdf;
 mod processes;
 mod slow_proxy;
@@ -22,6 +24,7 @@ mod wait;
 pub use app::*;
 pub use docker::*;
 pub use dropping_proxy::*;
+pub use engine::*;
 pub use pdf::*;
 pub use processes::*;
 pub use slow_proxy::*;

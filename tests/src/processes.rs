@@ -9,6 +9,7 @@ use texfleet_core::Config;
 pub struct SchedulerProcess {
     child: std::process::Child,
     log: std::path::PathBuf,
+    errors: std::path::PathBuf,
 }
 
 impl SchedulerProcess {
@@ -31,13 +32,19 @@ impl SchedulerProcess {
             command.env(format!("TEXFLEET_{}", key.to_uppercase()), value);
         }
         command.env("TEXFLEET_SCHEDULER_ID", scheduler_id);
+        let errors = log.with_extension("stderr");
         command
             .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::process::Stdio::null());
+            .stderr(std::fs::File::create(&errors).unwrap());
         let child = command
             .spawn()
             .expect("target/debug/texfleet (built by ./dev/up)");
-        SchedulerProcess { child, log }
+        SchedulerProcess { child, log, errors }
+    }
+
+    /// What the scheduler wrote to its standard error (why it did not start).
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.errors).unwrap_or_default()
     }
 
     pub fn kill(&mut self) {

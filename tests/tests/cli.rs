@@ -89,14 +89,22 @@ async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile
         stderr.contains("Queued") && stderr.contains("Running") && stderr.contains("Succeeded"),
         "{stderr}"
     );
-    assert_eq!(text(&output.stdout), "", "text mode writes nothing to stdout");
+    assert_eq!(
+        text(&output.stdout),
+        "",
+        "text mode writes nothing to stdout"
+    );
     let pdf = std::fs::read(folder.path("paper/main.pdf")).unwrap();
     let words = pdf_text(&pdf);
     assert!(
         words.contains("From the chapter.") && words.contains("From the top level."),
         "{words}"
     );
-    assert_eq!(pdf_objects_of_subtype(&pdf, "Image"), 1, "the figure with a space is in");
+    assert_eq!(
+        pdf_objects_of_subtype(&pdf, "Image"),
+        1,
+        "the figure with a space is in"
+    );
     let page = app
         .get_json(&format!("/projects/{}/compiles", app.project_id))
         .await;
@@ -105,7 +113,10 @@ async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile
         let client = app.pool.get().await.unwrap();
         let id: uuid::Uuid = id.parse().unwrap();
         client
-            .query("SELECT path FROM job_files WHERE job_id = $1 ORDER BY path", &[&id])
+            .query(
+                "SELECT path FROM job_files WHERE job_id = $1 ORDER BY path",
+                &[&id],
+            )
             .await
             .unwrap()
             .iter()
@@ -135,7 +146,11 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
         "flawed.tex",
         "\\documentclass{article}\n\\begin{document}\nText \\nosuchmacro{} goes on.\n\\end{document}\n",
     );
-    let output = texfleet(&app, &folder.0, &["compile", "broken.tex", "--halt-on-error"]);
+    let output = texfleet(
+        &app,
+        &folder.0,
+        &["compile", "broken.tex", "--halt-on-error"],
+    );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
@@ -168,8 +183,15 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
     let output = texfleet(&app, &folder.0, &["compile", "klingon.tex"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("error: Package babel Error: Unknown option 'klingon'"), "{stderr}");
-    let output = texfleet(&app, &folder.0, &["compile", "flawed.tex", "--allow-errors"]);
+    assert!(
+        stderr.contains("error: Package babel Error: Unknown option 'klingon'"),
+        "{stderr}"
+    );
+    let output = texfleet(
+        &app,
+        &folder.0,
+        &["compile", "flawed.tex", "--allow-errors"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let words = pdf_text(&std::fs::read(folder.path("flawed.pdf")).unwrap());
     assert!(words.contains("goes on."), "{words}");
@@ -183,11 +205,21 @@ async fn json_and_github_outputs_are_for_machines() {
         "paper.tex",
         "\\documentclass{article}\\begin{document}\n\\input{ch/one}\n\\end{document}\n",
     );
-    folder.write("ch/one.tex", "One, two \\nosuchmacro{} three.\n\\cite{nobody}\n");
+    folder.write(
+        "ch/one.tex",
+        "One, two \\nosuchmacro{} three.\n\\cite{nobody}\n",
+    );
     let output = texfleet(
         &app,
         &folder.0,
-        &["compile", "paper.tex", "--files", ".", "--json", "--allow-errors"],
+        &[
+            "compile",
+            "paper.tex",
+            "--files",
+            ".",
+            "--json",
+            "--allow-errors",
+        ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let result: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
@@ -195,11 +227,7 @@ async fn json_and_github_outputs_are_for_machines() {
     assert!(result["pdf"].as_str().unwrap().ends_with("paper.pdf"));
     let id = result["job"]["id"].as_str().unwrap().to_string();
 
-    let output = texfleet(
-        &app,
-        &folder.0,
-        &["status", &id, "--format", "github"],
-    );
+    let output = texfleet(&app, &folder.0, &["status", &id, "--format", "github"]);
     assert_eq!(output.status.code(), Some(0));
     let stdout = text(&output.stdout);
     assert!(
@@ -241,7 +269,10 @@ async fn json_and_github_outputs_are_for_machines() {
 async fn exit_codes_tell_a_script_what_went_wrong() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let folder = Folder::new();
-    folder.write("doc.tex", "\\documentclass{article}\\begin{document}x\\end{document}");
+    folder.write(
+        "doc.tex",
+        "\\documentclass{article}\\begin{document}x\\end{document}",
+    );
     folder.write("files/doc.tex", "x");
     folder.write("files/bad;name.tex", "x");
     let unknown_job = uuid::Uuid::new_v4().to_string();
@@ -252,7 +283,12 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         (vec!["status", unknown_job.as_str()], 2),
     ] {
         let output = texfleet(&app, &folder.0, &args);
-        assert_eq!(output.status.code(), Some(code), "{args:?}: {}", text(&output.stderr));
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
     }
     // A file the server refuses is named by its local path, not by files[1].
     let output = texfleet(
@@ -262,7 +298,10 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
     );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("bad;name.tex: may contain only"), "{stderr}");
+    assert!(
+        stderr.contains("bad;name.tex: may contain only"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("files["), "{stderr}");
 
     let output = texfleet_at(&app.url, "not-a-token", &app, &folder.0, &["list"]);
@@ -274,7 +313,13 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         text(&output.stderr)
     );
     // A trailing slash in the URL is fine.
-    let output = texfleet_at(&format!("{}/", app.url), &app.token, &app, &folder.0, &["list"]);
+    let output = texfleet_at(
+        &format!("{}/", app.url),
+        &app.token,
+        &app,
+        &folder.0,
+        &["list"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 
     let closed = format!("http://127.0.0.1:{}", texfleet_e2e::free_port());
@@ -283,12 +328,23 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
     assert_eq!(output.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("retrying in 1 s"), "{stderr}");
     assert!(
-        stderr.lines().last().unwrap().starts_with("error: no answer from"),
+        stderr
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("error: no answer from"),
         "{stderr}"
     );
 
     let help = text(&texfleet(&app, &folder.0, &["compile", "--help"]).stdout);
-    for documented in ["--halt-on-error", "--allow-errors", "--json", "github", "130", "xelatex"] {
+    for documented in [
+        "--halt-on-error",
+        "--allow-errors",
+        "--json",
+        "github",
+        "130",
+        "xelatex",
+    ] {
         assert!(help.contains(documented), "{documented}: {help}");
     }
 }
@@ -301,30 +357,47 @@ async fn a_busy_server_is_waited_for() {
     })
     .await;
     let folder = Folder::new();
-    folder.write("doc.tex", "\\documentclass{article}\\begin{document}x\\end{document}");
+    folder.write(
+        "doc.tex",
+        "\\documentclass{article}\\begin{document}x\\end{document}",
+    );
     // The burst is spent: the next request is a 429, retried after its Retry-After.
     let output = texfleet(&app, &folder.0, &["list"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let output = texfleet(&app, &folder.0, &["list"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("429 rate_limited") && stderr.contains("retrying"), "{stderr}");
+    assert!(
+        stderr.contains("429 rate_limited") && stderr.contains("retrying"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_answer_is_retried_as_the_same_job() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let folder = Folder::new();
-    folder.write("doc.tex", "\\documentclass{article}\\begin{document}x\\end{document}");
+    folder.write(
+        "doc.tex",
+        "\\documentclass{article}\\begin{document}x\\end{document}",
+    );
     // The submission reaches the server, its answer is lost: the retry, with the same
     // Idempotency-Key, is the same job.
     let proxy = answer_dropping_proxy(app.url.trim_start_matches("http://").to_string()).await;
-    let mut child = spawn(&app, &format!("http://{proxy}"), &folder.0, &["compile", "doc.tex"]);
+    let mut child = spawn(
+        &app,
+        &format!("http://{proxy}"),
+        &folder.0,
+        &["compile", "doc.tex"],
+    );
     // No scheduler runs here: the job stays queued, and the client says so once it has it.
     let (stderr, _) = read_until(&mut child, "Queued  (job");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(stderr.contains("no answer from") && stderr.contains("retrying"), "{stderr}");
+    assert!(
+        stderr.contains("no answer from") && stderr.contains("retrying"),
+        "{stderr}"
+    );
     assert_eq!(app.count_jobs("true").await, 1, "{stderr}");
 }
 

@@ -14,7 +14,10 @@ fn form(metadata: &Value, files: &[(&str, &[u8])]) -> Form {
             .unwrap(),
     );
     for (path, content) in files {
-        form = form.part("file", Part::bytes(content.to_vec()).file_name(path.to_string()));
+        form = form.part(
+            "file",
+            Part::bytes(content.to_vec()).file_name(path.to_string()),
+        );
     }
     form
 }
@@ -128,12 +131,20 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
             "parts[2]",
         ),
         (
-            form(&json!({ "project_id": app.project_id, "input_latex": "x" }), &[("main.tex", b"x")]),
+            form(
+                &json!({ "project_id": app.project_id, "input_latex": "x" }),
+                &[("main.tex", b"x")],
+            ),
             422,
             "validation_failed",
             "input_latex",
         ),
-        (form(&project, &[("a.tex", b"x")]), 422, "validation_failed", "main"),
+        (
+            form(&project, &[("a.tex", b"x")]),
+            422,
+            "validation_failed",
+            "main",
+        ),
         (
             form(&project, &[("main.tex", b"x"), ("../up.tex", b"y")]),
             422,
@@ -157,7 +168,12 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
         }
     }
     let (other, _) = app.other_project().await;
-    let response = post(&app, form(&json!({ "project_id": other }), &[("main.tex", b"x")]), None).await;
+    let response = post(
+        &app,
+        form(&json!({ "project_id": other }), &[("main.tex", b"x")]),
+        None,
+    )
+    .await;
     assert_eq!(response.status(), 403);
     let response = app
         .http
@@ -181,7 +197,11 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
         .await
         .unwrap();
     assert_eq!(response.status(), 415);
-    assert_eq!(app.count_jobs("true").await, 0, "a refused request queued a job");
+    assert_eq!(
+        app.count_jobs("true").await,
+        0,
+        "a refused request queued a job"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -74,7 +74,10 @@ async fn an_unchanged_resubmission_reuses_the_result_without_a_container() {
     );
     // The SyncTeX file is reused with the PDF it describes.
     assert!(original["synctex_storage_key"].is_string(), "{original:#}");
-    assert_eq!(reused["synctex_storage_key"], original["synctex_storage_key"]);
+    assert_eq!(
+        reused["synctex_storage_key"],
+        original["synctex_storage_key"]
+    );
     let synctex = |id: String| {
         let app = &app;
         async move {

@@ -30,7 +30,10 @@ fn pages_of_line(synctex: &str, line: u32) -> Vec<u32> {
             page = None;
         } else if let Some(page) = page {
             let kind = entry.chars().next().unwrap_or(' ');
-            if "[(hvxkg$".contains(kind) && entry[1..].starts_with(&record) && !pages.contains(&page) {
+            if "[(hvxkg$".contains(kind)
+                && entry[1..].starts_with(&record)
+                && !pages.contains(&page)
+            {
                 pages.push(page);
             }
         }

@@ -62,10 +62,14 @@ impl Receiver {
     }
 
     async fn wait_for(&self, count: usize) -> Vec<Value> {
-        eventually_some(Duration::from_secs(90), "the receiver's requests", || async {
-            let requests = self.requests();
-            (requests.len() >= count).then_some(requests)
-        })
+        eventually_some(
+            Duration::from_secs(90),
+            "the receiver's requests",
+            || async {
+                let requests = self.requests();
+                (requests.len() >= count).then_some(requests)
+            },
+        )
         .await
     }
 }
@@ -104,7 +108,10 @@ async fn deliveries(app: &TestApp, endpoint: &Value) -> Vec<Value> {
         app.project_id,
         endpoint["id"].as_str().unwrap()
     );
-    app.get_json(&path).await["items"].as_array().unwrap().clone()
+    app.get_json(&path).await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -141,7 +148,10 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
             assert_eq!(request["body"]["type"], "compile.finished");
             (
                 request["body"]["data"]["id"].as_str().unwrap().to_string(),
-                request["body"]["data"]["status"].as_str().unwrap().to_string(),
+                request["body"]["data"]["status"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
             )
         })
         .collect();
@@ -161,13 +171,17 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
     let ids: std::collections::HashSet<&str> =
         requests.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 5, "one webhook-id per event");
-    eventually(Duration::from_secs(10), "every delivery recorded", || async {
-        let items = deliveries(&app, &endpoint).await;
-        items.len() == 5
-            && items
-                .iter()
-                .all(|d| d["status"] == "delivered" && d["attempts"] == 1 && d["last_status_code"] == 200)
-    })
+    eventually(
+        Duration::from_secs(10),
+        "every delivery recorded",
+        || async {
+            let items = deliveries(&app, &endpoint).await;
+            items.len() == 5
+                && items.iter().all(|d| {
+                    d["status"] == "delivered" && d["attempts"] == 1 && d["last_status_code"] == 200
+                })
+        },
+    )
     .await;
     // Nothing more arrives: each event was delivered once.
     assert_eq!(receiver.requests().len(), 5);
@@ -186,12 +200,19 @@ async fn a_failing_receiver_gets_growing_retries_of_one_event_until_it_answers()
     assert!(requests.iter().all(|r| r["verified"] == true));
     let at: Vec<f64> = requests.iter().map(|r| r["at"].as_f64().unwrap()).collect();
     let gaps: Vec<f64> = at.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    assert!(gaps.windows(2).all(|pair| pair[0] < pair[1]), "gaps {gaps:?}");
+    assert!(
+        gaps.windows(2).all(|pair| pair[0] < pair[1]),
+        "gaps {gaps:?}"
+    );
     assert!(gaps[0] >= 0.7, "gaps {gaps:?}");
-    eventually(Duration::from_secs(10), "the delivery is recorded", || async {
-        let items = deliveries(&app, &endpoint).await;
-        items.len() == 1 && items[0]["status"] == "delivered" && items[0]["attempts"] == 4
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the delivery is recorded",
+        || async {
+            let items = deliveries(&app, &endpoint).await;
+            items.len() == 1 && items[0]["status"] == "delivered" && items[0]["attempts"] == 4
+        },
+    )
     .await;
     assert_eq!(receiver.requests().len(), 4, "delivered once in the end");
 }
@@ -221,26 +242,46 @@ async fn registration_refuses_urls_into_the_service_s_network() {
     // The operator's allowed ranges let the same loopback address in.
     let allowing =
         TestApp::spawn_api_only(|config| config.webhook_allowed_cidrs = "127.0.0.0/8".into()).await;
-    let (status, endpoint) =
-        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+    let (status, endpoint) = register(
+        &allowing,
+        &allowing.token,
+        allowing.project_id,
+        "http://127.0.0.1:9/",
+    )
+    .await;
     assert_eq!(status, 201, "{endpoint:#}");
     assert!(endpoint["secret"].as_str().unwrap().starts_with("whsec_"));
     let listed = allowing
         .get_json(&format!("/projects/{}/webhooks", allowing.project_id))
         .await;
-    assert!(listed["items"][0]["secret"].is_null(), "the secret is shown once");
+    assert!(
+        listed["items"][0]["secret"].is_null(),
+        "the secret is shown once"
+    );
     for _ in 0..9 {
-        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+        register(
+            &allowing,
+            &allowing.token,
+            allowing.project_id,
+            "http://127.0.0.1:9/",
+        )
+        .await;
     }
-    let (status, problem) =
-        register(&allowing, &allowing.token, allowing.project_id, "http://127.0.0.1:9/").await;
+    let (status, problem) = register(
+        &allowing,
+        &allowing.token,
+        allowing.project_id,
+        "http://127.0.0.1:9/",
+    )
+    .await;
     assert_eq!(status, 422, "an eleventh endpoint: {problem:#}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let (status, endpoint) = register(&app, &app.token, app.project_id, "http://127.0.0.1:9/").await;
+    let (status, endpoint) =
+        register(&app, &app.token, app.project_id, "http://127.0.0.1:9/").await;
     assert_eq!(status, 201);
     let id = endpoint["id"].as_str().unwrap();
     let (other, other_token) = app.other_project().await;
@@ -250,7 +291,10 @@ async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
         .await;
     assert_eq!(response.status(), 404);
     let response = app
-        .get_as(&other_token, &format!("/projects/{other}/webhooks/{id}/deliveries"))
+        .get_as(
+            &other_token,
+            &format!("/projects/{other}/webhooks/{id}/deliveries"),
+        )
         .await;
     assert_eq!(response.status(), 404);
     let listed: Value = app
@@ -262,12 +306,18 @@ async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
     assert_eq!(listed["items"], json!([]));
     // ...and A's project's paths are not B's to use.
     let response = app
-        .get_as(&other_token, &format!("/projects/{}/webhooks", app.project_id))
+        .get_as(
+            &other_token,
+            &format!("/projects/{}/webhooks", app.project_id),
+        )
         .await;
     assert_eq!(response.status(), 403);
     // A still has it, and may delete it.
     let response = app
-        .delete_as(&app.token, &format!("/projects/{}/webhooks/{id}", app.project_id))
+        .delete_as(
+            &app.token,
+            &format!("/projects/{}/webhooks/{id}", app.project_id),
+        )
         .await;
     assert_eq!(response.status(), 204);
     let sealed: i64 = {
@@ -296,14 +346,19 @@ async fn slow_redirecting_and_endless_receivers_hold_no_one_up() {
     // The good receiver is served while the silent one still holds its attempt.
     ok.wait_for(1).await;
     let hanging = deliveries(&app, &endpoints[0]).await;
-    assert!(hanging[0]["last_status_code"].is_null() && hanging[0]["last_error"].is_null(), "{hanging:#?}");
+    assert!(
+        hanging[0]["last_status_code"].is_null() && hanging[0]["last_error"].is_null(),
+        "{hanging:#?}"
+    );
     let recorded = |index: usize| {
         let (app, endpoint) = (&app, endpoints[index].clone());
         async move {
             eventually_some(Duration::from_secs(30), "an attempt recorded", || async {
                 let items = deliveries(app, &endpoint).await;
-                (items.len() == 1 && items[0]["attempts"].as_i64() >= Some(1)
-                    && (items[0]["last_status_code"].is_number() || items[0]["last_error"].is_string()))
+                (items.len() == 1
+                    && items[0]["attempts"].as_i64() >= Some(1)
+                    && (items[0]["last_status_code"].is_number()
+                        || items[0]["last_error"].is_string()))
                 .then(|| items[0].clone())
             })
             .await
@@ -315,7 +370,10 @@ async fn slow_redirecting_and_endless_receivers_hold_no_one_up() {
     let redirected = recorded(1).await;
     assert_eq!(redirected["last_status_code"], 302);
     assert!(
-        redirected["last_error"].as_str().unwrap().contains("redirects are not followed"),
+        redirected["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("redirects are not followed"),
         "{redirected:#}"
     );
     assert!(
@@ -344,18 +402,26 @@ async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attem
     let mut second = SchedulerProcess::spawn(&config, &format!("hooks-b-{}", uuid::Uuid::new_v4()));
     let mut third = SchedulerProcess::spawn(&config, &format!("hooks-c-{}", uuid::Uuid::new_v4()));
     let requests = receiver.wait_for(2).await;
-    assert_eq!(requests[0]["id"], requests[1]["id"], "the same event, attempted again");
+    assert_eq!(
+        requests[0]["id"], requests[1]["id"],
+        "the same event, attempted again"
+    );
     assert_eq!(requests[1]["body"]["data"]["id"], id.as_str());
     assert_eq!(requests[1]["verified"], true);
     // Two workers share the outbox: twenty more events, each sent as often as it was attempted.
     for _ in 0..20 {
-        app.submit(json!({ "input_latex": HELLO, "cache": false })).await;
+        app.submit(json!({ "input_latex": HELLO, "cache": false }))
+            .await;
     }
     let requests = receiver.wait_for(22).await;
-    eventually(Duration::from_secs(60), "every delivery recorded", || async {
-        let items = deliveries(&app, &endpoint).await;
-        items.len() == 21 && items.iter().all(|d| d["status"] == "delivered")
-    })
+    eventually(
+        Duration::from_secs(60),
+        "every delivery recorded",
+        || async {
+            let items = deliveries(&app, &endpoint).await;
+            items.len() == 21 && items.iter().all(|d| d["status"] == "delivered")
+        },
+    )
     .await;
     for delivery in deliveries(&app, &endpoint).await {
         let sent = requests
@@ -383,22 +449,44 @@ fn texfleet(app: &TestApp, args: &[&str]) -> std::process::Output {
 async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let app = TestApp::spawn().await;
     let receiver = Receiver::start("ok");
-    let added = texfleet(&app, &["webhook", "add", &receiver.url(), "--description", "ci", "--json"]);
-    assert_eq!(added.status.code(), Some(0), "{}", String::from_utf8_lossy(&added.stderr));
+    let added = texfleet(
+        &app,
+        &[
+            "webhook",
+            "add",
+            &receiver.url(),
+            "--description",
+            "ci",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        added.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
     let endpoint: Value = serde_json::from_slice(&added.stdout).unwrap();
     let secret = endpoint["secret"].as_str().unwrap().to_string();
     let id = endpoint["id"].as_str().unwrap().to_string();
     receiver.set_secret(&secret);
     app.compile(json!({ "input_latex": HELLO })).await;
     let request = receiver.wait_for(1).await[0].clone();
-    eventually(Duration::from_secs(10), "the delivery is listed", || async {
-        let listed = texfleet(&app, &["webhook", "deliveries", &id]);
-        String::from_utf8_lossy(&listed.stdout).contains("delivered")
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the delivery is listed",
+        || async {
+            let listed = texfleet(&app, &["webhook", "deliveries", &id]);
+            String::from_utf8_lossy(&listed.stdout).contains("delivered")
+        },
+    )
     .await;
     let listed = texfleet(&app, &["webhook", "list"]);
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-    assert!(listed.contains(&id) && listed.contains("last 200"), "{listed}");
+    assert!(
+        listed.contains(&id) && listed.contains("last 200"),
+        "{listed}"
+    );
     assert!(!listed.contains(&secret), "the secret is shown once");
 
     // The saved request verifies with the secret, and not once a byte of it changed.
@@ -424,8 +512,18 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
             .unwrap()
     };
     let valid = verify(raw, &secret);
-    assert_eq!(valid.status.code(), Some(0), "{}", String::from_utf8_lossy(&valid.stdout));
-    assert_eq!(verify(&raw.replace("Succeeded", "Succeedeb"), &secret).status.code(), Some(1));
+    assert_eq!(
+        valid.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&valid.stdout)
+    );
+    assert_eq!(
+        verify(&raw.replace("Succeeded", "Succeedeb"), &secret)
+            .status
+            .code(),
+        Some(1)
+    );
     let (other_secret, _) = texfleet_core::webhook::secret::SecretBox::from_setting(
         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
     )
@@ -438,7 +536,11 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let removed = texfleet(&app, &["webhook", "remove", &id]);
     assert_eq!(removed.status.code(), Some(0));
     let again = texfleet(&app, &["webhook", "remove", &id]);
-    assert_eq!(again.status.code(), Some(2), "an unknown endpoint is the user's mistake");
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "an unknown endpoint is the user's mistake"
+    );
 }
 
 /// A line of /etc/hosts naming `name`, for the life of the test: the resolver every delivery
@@ -472,8 +574,14 @@ impl HostsEntry {
     }
 
     fn point_to(&self, address: &str) {
-        let contents = format!("{}{address} {} {}\n", self.others(), self.name, self.marker());
-        std::fs::write(Self::FILE, contents).expect("the tests run as root and may edit /etc/hosts");
+        let contents = format!(
+            "{}{address} {} {}\n",
+            self.others(),
+            self.name,
+            self.marker()
+        );
+        std::fs::write(Self::FILE, contents)
+            .expect("the tests run as root and may edit /etc/hosts");
     }
 }
 
@@ -489,25 +597,43 @@ async fn a_host_that_turns_private_after_registration_is_refused_at_delivery() {
     let name = format!("rebind-{}.texfleet.test", uuid::Uuid::new_v4().simple());
     // A public address, never connected to: registration only resolves.
     let hosts = HostsEntry::new(&name, "93.184.215.14");
-    let (status, endpoint) =
-        register(&app, &app.token, app.project_id, &format!("http://{name}:9/hook")).await;
+    let (status, endpoint) = register(
+        &app,
+        &app.token,
+        app.project_id,
+        &format!("http://{name}:9/hook"),
+    )
+    .await;
     assert_eq!(status, 201, "{endpoint:#}");
     hosts.point_to("127.0.0.1");
     app.compile(json!({ "input_latex": HELLO })).await;
-    let refused = eventually_some(Duration::from_secs(30), "the attempt is recorded", || async {
-        let items = deliveries(&app, &endpoint).await;
-        items
-            .first()
-            .filter(|d| d["last_error"].is_string())
-            .cloned()
-    })
+    let refused = eventually_some(
+        Duration::from_secs(30),
+        "the attempt is recorded",
+        || async {
+            let items = deliveries(&app, &endpoint).await;
+            items
+                .first()
+                .filter(|d| d["last_error"].is_string())
+                .cloned()
+        },
+    )
     .await;
     let error = refused["last_error"].as_str().unwrap();
     assert!(
         error.starts_with("refused") && error.contains("private or special network"),
         "{refused:#}"
     );
-    assert!(!error.contains("127.0.0.1"), "the refusal does not map names to addresses");
-    assert!(refused["last_status_code"].is_null(), "nothing answered: nothing was sent");
-    assert_eq!(refused["status"], "pending", "it is retried, and checked again each time");
+    assert!(
+        !error.contains("127.0.0.1"),
+        "the refusal does not map names to addresses"
+    );
+    assert!(
+        refused["last_status_code"].is_null(),
+        "nothing answered: nothing was sent"
+    );
+    assert_eq!(
+        refused["status"], "pending",
+        "it is retried, and checked again each time"
+    );
 }

@@ -375,10 +375,13 @@ mod tests {
             content: b"x".to_vec(),
         };
         let metadata = json!({ "project_id": PROJECT, "engine": "xelatex" });
-        let request =
-            parse_multipart(&metadata, vec![upload("main.tex"), upload("img/my figure.png")], &LIMITS)
-                .ok()
-                .unwrap();
+        let request = parse_multipart(
+            &metadata,
+            vec![upload("main.tex"), upload("img/my figure.png")],
+            &LIMITS,
+        )
+        .ok()
+        .unwrap();
         assert_eq!(request.main, "main.tex");
         assert_eq!(request.engine, Engine::Xelatex);
         assert_eq!(request.files.len(), 2);
@@ -390,7 +393,11 @@ mod tests {
         assert_eq!(request.main, "paper/a.tex");
 
         for (metadata, uploads, wanted) in [
-            (json!({ "project_id": PROJECT }), vec![upload("a.tex")], vec!["main"]),
+            (
+                json!({ "project_id": PROJECT }),
+                vec![upload("a.tex")],
+                vec!["main"],
+            ),
             (
                 json!({ "project_id": PROJECT, "input_latex": "x", "files": [] }),
                 vec![upload("main.tex")],

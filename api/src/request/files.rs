@@ -108,7 +108,12 @@ pub(super) fn check_layout(
 ) {
     match document {
         MainDocument::Inline => {
-            if let Some(index) = listed.files.iter().skip(1).position(|f| f.path == MAIN_FILE) {
+            if let Some(index) = listed
+                .files
+                .iter()
+                .skip(1)
+                .position(|f| f.path == MAIN_FILE)
+            {
                 errors.push(FieldError::new(
                     listed.fields[index + 1].clone(),
                     format!(

@@ -138,7 +138,10 @@ mod tests {
                 vec![("metadata", None, "{}"), ("metadata", None, "{}")],
                 "validation_failed",
             ),
-            (vec![("metadata", None, "{"), ("x", None, "y")], "invalid_json"),
+            (
+                vec![("metadata", None, "{"), ("x", None, "y")],
+                "invalid_json",
+            ),
             (
                 vec![("metadata", None, "{}"), ("note", None, "y")],
                 "validation_failed",

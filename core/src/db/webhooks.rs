@@ -46,7 +46,14 @@ pub async fn create_endpoint(
              SELECT $1, $2, $3, $4, $5
              WHERE (SELECT count(*) FROM webhook_endpoints WHERE project_id = $2) < $6
              RETURNING id, url, description, created_at",
-            &[&id, &project_id, &url, &description, &sealed_secret, &MAX_ENDPOINTS],
+            &[
+                &id,
+                &project_id,
+                &url,
+                &description,
+                &sealed_secret,
+                &MAX_ENDPOINTS,
+            ],
         )
         .await?;
     Ok(row.map(|row| Endpoint {

@@ -29,7 +29,10 @@ impl SecretBox {
         let key = BASE64
             .decode(setting.trim())
             .map_err(|_| anyhow::anyhow!("webhook_secret_key is not base64"))?;
-        anyhow::ensure!(key.len() == 32, "webhook_secret_key must be 32 bytes in base64");
+        anyhow::ensure!(
+            key.len() == 32,
+            "webhook_secret_key must be 32 bytes in base64"
+        );
         let cipher = Aes256Gcm::new_from_slice(&key).expect("a 32-byte key");
         Ok(Some(SecretBox(cipher)))
     }
@@ -90,9 +93,13 @@ mod tests {
         let endpoint = Uuid::new_v4();
         let (shown, stored) = sealer.new_secret(endpoint);
         assert_eq!(sealer.open(endpoint, &stored), key_of(&shown));
-        assert!(!stored.windows(32).any(|w| Some(w.to_vec()) == key_of(&shown)));
+        assert!(!stored
+            .windows(32)
+            .any(|w| Some(w.to_vec()) == key_of(&shown)));
         assert_eq!(sealer.open(Uuid::new_v4(), &stored), None);
-        let other = SecretBox::from_setting(&BASE64.encode([8u8; 32])).unwrap().unwrap();
+        let other = SecretBox::from_setting(&BASE64.encode([8u8; 32]))
+            .unwrap()
+            .unwrap();
         assert_eq!(other.open(endpoint, &stored), None);
         assert!(SecretBox::from_setting("").unwrap().is_none());
         assert!(SecretBox::from_setting("c2hvcnQ=").is_err());

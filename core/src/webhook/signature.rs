@@ -60,7 +60,15 @@ mod tests {
         let signature = sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
         assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
         let id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
-        assert!(verify(&key, id, 1614265330, body, &format!("v2,x {signature}"), 1614265331).is_ok());
+        assert!(verify(
+            &key,
+            id,
+            1614265330,
+            body,
+            &format!("v2,x {signature}"),
+            1614265331
+        )
+        .is_ok());
         assert!(verify(&key, id, 1614265330, b"{}", &signature, 1614265331).is_err());
         assert!(verify(&key, id, 1614265330, body, &signature, 1614265330 + 301).is_err());
     }

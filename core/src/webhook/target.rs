@@ -25,9 +25,9 @@ pub fn allowed_ranges(setting: &str) -> anyhow::Result<Vec<IpNet>> {
         .map(str::trim)
         .filter(|range| !range.is_empty())
         .map(|range| {
-            range
-                .parse::<IpNet>()
-                .map_err(|_| anyhow::anyhow!("webhook_allowed_cidrs: {range:?} is not a CIDR range"))
+            range.parse::<IpNet>().map_err(|_| {
+                anyhow::anyhow!("webhook_allowed_cidrs: {range:?} is not a CIDR range")
+            })
         })
         .collect()
 }
@@ -156,7 +156,10 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         let target = parse("https://hooks.example.org/texfleet?x=1").unwrap();
-        assert_eq!((target.host.as_str(), target.port), ("hooks.example.org", 443));
+        assert_eq!(
+            (target.host.as_str(), target.port),
+            ("hooks.example.org", 443)
+        );
         assert_eq!(parse("http://[::1]:8080/").unwrap().host, "::1");
     }
 

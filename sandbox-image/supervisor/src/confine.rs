@@ -6,7 +6,7 @@
 
 use landlock::{
     Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, RestrictionStatus, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 use nix::sys::resource::{setrlimit, Resource};
 use std::io;
@@ -24,7 +24,7 @@ pub const HOME: &str = "/nonexistent";
 const LANDLOCK_ABI: ABI = ABI::V6;
 
 /// Read-only hierarchies: programs and their libraries, the TeX trees and fonts, the linker's
-/// cache, and the configuration of TeX, fontconfig, Ghostscript and the paper sizes. Nothing
+/// cache, and the configuration of TeX, fontconfig, Ghostscript, the paper sizes and Java. Nothing
 /// else of the image (no `/proc`, `/sys`, `/etc/passwd`, `/etc/hosts`), nothing of the host.
 const READABLE: &[&str] = &[
     "/usr",
@@ -34,6 +34,8 @@ const READABLE: &[&str] = &[
     "/etc/paperspecs",
     "/etc/papersize",
     "/etc/libpaper.d",
+    // Java's security settings, which the JVM of bib2gls reads at start.
+    "/etc/java-21-openjdk",
     "/etc/ld.so.cache",
     "/var/lib/texmf",
     "/dev/urandom",
@@ -104,11 +106,20 @@ pub fn restrict_files() -> io::Result<RestrictionStatus> {
             AccessFs::ReadFile | AccessFs::WriteFile,
         ));
     }
-    Ruleset::default()
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
         .and_then(|ruleset| ruleset.scope(Scope::from_all(LANDLOCK_ABI)))
-        .and_then(|ruleset| ruleset.create())
+        .and_then(|ruleset| ruleset.create());
+    enforce(ruleset, rules)
+}
+
+/// Adds `rules` to a new ruleset and restricts this process (and all it starts) with it.
+fn enforce(
+    ruleset: Result<RulesetCreated, RulesetError>,
+    rules: Vec<PathBeneath<PathFd>>,
+) -> io::Result<RestrictionStatus> {
+    ruleset
         .and_then(|ruleset| {
             rules
                 .into_iter()
@@ -116,6 +127,34 @@ pub fn restrict_files() -> io::Result<RestrictionStatus> {
         })
         .and_then(|ruleset| ruleset.restrict_self())
         .map_err(io::Error::other)
+}
+
+/// The dynamic loaders an ELF program may name: the kernel opens its loader for execution
+/// too, so a program confined by [`restrict_execution`] must be allowed to run it.
+const ELF_LOADERS: &[&str] = &["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"];
+
+/// A further Landlock layer for one program, set in its process before exec: from then on it
+/// may execute only `program` itself, the ELF loader and `others`, and signal nothing outside
+/// itself (not the driver). A slip of a tool (a `system()` or `exec` on a path the document
+/// named) then starts nothing. It is no boundary against native code: the ELF loader, which
+/// the kernel needs to start any dynamically linked program, runs any readable binary given
+/// as its argument, and Landlock checks only the file passed to execve.
+pub fn restrict_execution(program: &str, others: &[String]) -> io::Result<()> {
+    let mut rules = Vec::new();
+    let allowed = std::iter::once(program)
+        .chain(others.iter().map(String::as_str))
+        .chain(ELF_LOADERS.iter().copied());
+    for path in allowed {
+        if let Ok(fd) = PathFd::new(path) {
+            rules.push(PathBeneath::new(fd, AccessFs::Execute));
+        }
+    }
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::Execute)
+        .and_then(|ruleset| ruleset.scope(Scope::Signal))
+        .and_then(|ruleset| ruleset.create());
+    enforce(ruleset, rules).map(drop)
 }
 
 /// The whole environment of the compile: an allowlist, so nothing of the container's or the

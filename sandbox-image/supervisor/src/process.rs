@@ -3,6 +3,7 @@
 //! the seccomp profile refuses. Both the supervisor and the compile driver are single-threaded,
 //! so the child may prepare itself freely between fork and exec.
 
+use crate::confine;
 use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{signal, SigHandler, Signal};
@@ -27,11 +28,14 @@ impl Exit {
 }
 
 /// A program to start: its absolute path (never searched for), its whole argument vector
-/// (`argv[0]` first) and its whole environment.
+/// (`argv[0]` first), its whole environment, and what it may start in turn.
 pub struct Program {
     pub path: String,
     pub args: Vec<String>,
     pub environment: Vec<String>,
+    /// The programs this one may execute besides itself (see
+    /// [`confine::restrict_execution`]); None leaves it what its parent may execute.
+    pub may_start: Option<Vec<String>>,
 }
 
 impl Program {
@@ -44,7 +48,14 @@ impl Program {
                 .map(str::to_string)
                 .collect(),
             environment: environment.to_vec(),
+            may_start: None,
         }
+    }
+
+    /// Lets the program execute only itself and `others`.
+    pub fn starting_only(mut self, others: &[&str]) -> Program {
+        self.may_start = Some(others.iter().map(|other| other.to_string()).collect());
+        self
     }
 }
 
@@ -108,6 +119,15 @@ pub fn spawn(
     }
 }
 
+/// Ends every process this one may signal but itself (`kill(-1)`): what a step of the
+/// compile left running (a daemon a tool forked) must not act during the next step, nor
+/// write the PDF after the engine did. Called by the driver between its steps, when no
+/// process of the compile but itself should exist; processes of other uids (the supervisor)
+/// and outside its Landlock domain are out of reach anyway.
+pub fn end_strays() {
+    let _ = nix::sys::signal::kill(Pid::from_raw(-1), Signal::SIGKILL);
+}
+
 /// Waits for `child` to end, through interruptions by signals.
 pub fn wait(child: Pid) -> io::Result<Exit> {
     loop {
@@ -120,7 +140,8 @@ pub fn wait(child: Pid) -> io::Result<Exit> {
     }
 }
 
-/// Runs `program` to its end under `limits` (besides those it inherits); see [`spawn`].
+/// Runs `program` to its end under `limits` (besides those it inherits) and its
+/// [`Program::may_start`]; see [`spawn`].
 pub fn run(
     program: &Program,
     output: Option<&File>,
@@ -130,6 +151,9 @@ pub fn run(
         for &(resource, limit) in limits {
             setrlimit(resource, limit, limit).map_err(io::Error::other)?;
         }
-        Ok(())
+        match &program.may_start {
+            Some(others) => confine::restrict_execution(&program.path, others),
+            None => Ok(()),
+        }
     })?)
 }

@@ -3,6 +3,9 @@
 use serde_json::{json, Value};
 
 pub const TIMEOUT: u32 = 8;
+/// For cases that start LuaTeX and a slow tool (biber, Java), which a loaded machine can
+/// make take longer than [`TIMEOUT`].
+pub const TOOLS_TIMEOUT: u32 = 30;
 /// Generous for the floods, which must hit their output limit long before it.
 pub const FLOOD_TIMEOUT: u32 = 60;
 /// The first line of the image's /etc/passwd, as text and as \pdffiledump's hex.
@@ -239,10 +242,16 @@ end, 'forge')";
             biblatex("refs.bib", &format!("\\makeatletter\\def\\blx@xml@datasource#1#2#3#4#5{{<x:datasource xmlns:x=\"urn:x\" type=\"#1\" datatype=\"#2\">{XAMPL}.bib</x:datasource>\\blx@nl}}\\makeatother")), SUCCEEDS) },
         // biber takes its options from the control file unless given on its command line:
         // input_directory would make a plain data source name read from anywhere.
-        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"),
+        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"), timeout: TOOLS_TIMEOUT,
             ..case("biber option added to the control file", "lualatex", biblatex("hidden.bib", &redirect), SUCCEEDS) },
-        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"),
+        Case { log_contains: Some("skipped biber"), text_lacks: Some("TMPDIR-ENTRY"), timeout: TOOLS_TIMEOUT,
             ..case("biber option as an attribute of an empty key", "lualatex", biblatex("hidden.bib", &attribute_key), SUCCEEDS) },
+        // xindy's styles are Lisp, which the document writes; clisp's FFI and ext:execute make
+        // them native code and commands (also through the ELF loader, past a Landlock exec
+        // rule): xindy is never run.
+        Case { files: json!([{ "path": "evil.xdy", "content": "(ext:execute \"/lib64/ld-linux-x86-64.so.2\" \"/usr/bin/id\")\n(ext:exit 1)\n" }]),
+            log_contains: Some("skipped xindy"), timeout: TOOLS_TIMEOUT, ..case("xindy style runs a program", "pdflatex",
+            doc("\\makeatletter\\immediate\\write\\@auxout{\\string\\@newglossary{main}{glg}{gls}{glo}}\\immediate\\write\\@auxout{\\string\\@istfilename{evil.xdy}}\\makeatother\\newwrite\\w\\immediate\\openout\\w=output.glo \\immediate\\write\\w{(indexentry :tkey ((\"a\")) :locref \"1\")}\\immediate\\closeout\\w\\IfFileExists{pwned.tex}{\\input{pwned.tex}}{\\typeout{Rerun to get the command's output}}"), SUCCEEDS) },
         // biber parses biblatexml data files with external entities on.
         Case { files: json!([{ "path": "refs.bltxml", "content": format!("<?xml version=\"1.0\"?>\n<!DOCTYPE e [<!ENTITY x SYSTEM \"file://{CNF}\">]>\n<bltx:entries xmlns:bltx=\"http://biblatex-biber.sourceforge.net/biblatexml\"><bltx:entry id=\"x\" entrytype=\"misc\"><bltx:names type=\"author\"><bltx:name><bltx:namepart type=\"family\">Author</bltx:namepart></bltx:name></bltx:names><bltx:title>&x;</bltx:title></bltx:entry></bltx:entries>\n") }]),
             log_contains: Some("skipped biber"), text_lacks: Some(CNF_MARKER),

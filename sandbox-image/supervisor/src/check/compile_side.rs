@@ -101,7 +101,8 @@ pub fn run() -> io::Result<()> {
         open_for("/dev/mqueue/probe", OFlag::O_CREAT | OFlag::O_WRONLY),
         &[Errno::EACCES, Errno::EROFS, Errno::ENOENT],
     );
-    // ENOTTY as the profile says; gVisor answers EPERM for every refused call.
+    // FIGETBSZ on a regular file succeeds unless filtered: EPERM is the profile's answer
+    // (and gVisor's); ENOTTY a profile's that answers refused ioctls as "not a terminal".
     checks.refused(
         "ioctl_filtered",
         block_size(),

@@ -15,6 +15,8 @@ use texfleet_sandbox::JOB_NAME;
 
 const BIBTEX: &str = "/usr/bin/bibtex";
 const BIBER: &str = "/usr/bin/biber";
+const PERL: &str = "/usr/bin/perl";
+pub const KPSEWHICH: &str = "/usr/bin/kpsewhich";
 
 /// Runs bibtex and biber where their input changed; true when a `.bbl` changed.
 pub fn run(tools: &mut Tools, recorded: &Recorded) -> bool {
@@ -51,7 +53,7 @@ fn bibtex(tools: &mut Tools, aux: &Path) -> bool {
         tools.skip(format!("bibtex on {stem:?}: not a safe name"));
         return false;
     }
-    let program = Program::new(BIBTEX, &[&stem], &tools.environment);
+    let program = Program::new(BIBTEX, &[&stem], &tools.environment).starting_only(&[]);
     tools.run_if_changed(
         program,
         signature_of(&cited),
@@ -88,7 +90,9 @@ fn biber(tools: &mut Tools, control: &Path) -> bool {
         BIBER,
         &["--noconf", "--output-format=bbl", &stem.to_string_lossy()],
         &tools.environment,
-    );
+    )
+    // biber is a Perl script, which finds files with kpsewhich.
+    .starting_only(&[PERL, KPSEWHICH]);
     tools.run_if_changed(
         program,
         signature_of(text),

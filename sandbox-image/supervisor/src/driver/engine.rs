@@ -4,8 +4,9 @@
 //! with `xdvipdfmx`: XeTeX would otherwise start `xdvipdfmx` itself through `popen`, that is
 //! through a shell, and the image has none.
 
-use super::eps::XDVIPDFMX_COMMAND;
+use super::eps::{GHOSTSCRIPT, XDVIPDFMX_COMMAND};
 use crate::process::Program;
+use crate::supervise::SELF;
 use texfleet_sandbox::JOB_NAME;
 
 /// Confines Lua's file access and code loading (see the file, which
@@ -68,7 +69,8 @@ impl Engine {
             args.push("-halt-on-error");
         }
         args.push(&first_line);
-        Program::new(path, &args, environment)
+        // With shell escape off and every mktex* program deleted, an engine starts nothing.
+        Program::new(path, &args, environment).starting_only(&[])
     }
 
     /// What a pass writes: the PDF, or for XeTeX the `.xdv` that [`Engine::finish`] converts.
@@ -89,6 +91,8 @@ impl Engine {
                 &["-q", "-D", XDVIPDFMX_COMMAND, "-o", &pdf, &xdv],
                 environment,
             )
+            // Its only command converts PostScript figures: the supervisor, which runs gs.
+            .starting_only(&[SELF, GHOSTSCRIPT])
         })
     }
 }

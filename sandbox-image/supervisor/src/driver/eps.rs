@@ -13,7 +13,7 @@ use std::io;
 use std::path::Path;
 use texfleet_sandbox::{FileSpec, WORK_DIR};
 
-const GHOSTSCRIPT: &str = "/usr/bin/gs";
+pub const GHOSTSCRIPT: &str = "/usr/bin/gs";
 /// Ghostscript's own caps, well inside the compile's: a looping or ballooning figure fails
 /// its conversion and the compile goes on without it.
 const MEMORY_BYTES: u64 = 512 * 1024 * 1024;
@@ -87,6 +87,7 @@ fn ghostscript(input: &Path, output: &Path, environment: &[String]) -> Program {
         ],
         environment,
     )
+    .starting_only(&[])
 }
 
 fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {

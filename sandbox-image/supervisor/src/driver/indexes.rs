@@ -1,11 +1,11 @@
-//! Indexes and their kin, all through makeindex: every `.idx` the pass wrote (makeidx,
-//! imakeidx's several indexes, splitidx's shared file split here), glossaries and acronyms
-//! (what `makeglossaries` would do, from the glossaries the aux file declares), and nomencl's
-//! `.nlo`. Style files come from the document only through names checked like every other:
-//! imakeidx's `options=-s style.ist`, read back from the message it logs when it cannot run
-//! makeindex itself, and the style glossaries writes and names in the aux file.
+//! Indexes and their kin, through makeindex: every `.idx` the pass wrote (makeidx, imakeidx's
+//! several indexes, splitidx's shared file split here), glossaries ([`glossaries`]) and
+//! nomencl's `.nlo`. Style files come from the document only through names checked like
+//! every other: imakeidx's `options=-s style.ist`, read back from the message it logs when it
+//! cannot run makeindex itself.
 
 use super::files::{fingerprint, Recorded};
+use super::glossaries;
 use super::names::{is_safe_name, is_safe_path};
 use super::tools::Tools;
 use crate::process::Program;
@@ -50,7 +50,7 @@ pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
             changed |= copy_if_changed(&ind, &Path::new(JOB_NAME).with_extension("ind"));
         }
     }
-    changed |= glossaries(tools);
+    changed |= glossaries::run(tools);
     let nomenclature = Path::new(JOB_NAME).with_extension("nlo");
     if recorded.outputs.contains(&nomenclature) {
         let args = [
@@ -84,12 +84,18 @@ fn copy_if_changed(from: &Path, to: &Path) -> bool {
     }
 }
 
-fn makeindex(tools: &mut Tools, args: &[String], input: &Path, output: &Path, log: &str) -> bool {
+pub fn makeindex(
+    tools: &mut Tools,
+    args: &[String],
+    input: &Path,
+    output: &Path,
+    log: &str,
+) -> bool {
     let Some(signature) = fingerprint(input) else {
         return false;
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let program = Program::new(MAKEINDEX, &args, &tools.environment);
+    let program = Program::new(MAKEINDEX, &args, &tools.environment).starting_only(&[]);
     tools.run_if_changed(program, signature, output, &input.with_extension(log))
 }
 
@@ -168,81 +174,6 @@ fn split_shared_index(tools: &mut Tools) -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
-/// What `makeglossaries` does, from the aux file: for each `\@newglossary{name}{log}{out}{in}`,
-/// `makeindex -s <\@istfilename> -t <job>.<log> -o <job>.<out> <job>.<in>`.
-fn glossaries(tools: &mut Tools) -> bool {
-    let Ok(aux) = fs::read(Path::new(JOB_NAME).with_extension("aux")) else {
-        return false;
-    };
-    let aux = String::from_utf8_lossy(&aux);
-    let Some(style) = argument(&aux, "\\@istfilename") else {
-        return false;
-    };
-    if style.ends_with(".xdy") {
-        tools.skip("xindy for glossaries: xindy is not installed; use makeindex".to_string());
-        return false;
-    }
-    if !is_safe_name(style) {
-        tools.skip(format!(
-            "glossaries: the style {style:?} is not a safe name"
-        ));
-        return false;
-    }
-    let letter_order = argument(&aux, "\\@glsorder") == Some("letter");
-    let mut changed = false;
-    for line in aux.lines().filter(|l| l.starts_with("\\@newglossary{")) {
-        let fields: Vec<&str> = line
-            .trim_start_matches("\\@newglossary")
-            .split(['{', '}'])
-            .filter(|f| !f.is_empty())
-            .collect();
-        let [_, log, out, input] = fields[..] else {
-            continue;
-        };
-        if ![log, out, input].iter().all(|e| is_extension(e)) {
-            tools.skip(format!("the glossary {line:?}: not safe extensions"));
-            continue;
-        }
-        let mut args = vec!["-s".to_string(), style.to_string()];
-        if letter_order {
-            args.push("-l".into());
-        }
-        args.extend([
-            "-t".to_string(),
-            format!("{JOB_NAME}.{log}"),
-            "-o".to_string(),
-            format!("{JOB_NAME}.{out}"),
-            format!("{JOB_NAME}.{input}"),
-        ]);
-        let input = Path::new(JOB_NAME).with_extension(input);
-        changed |= makeindex(tools, &args, &input, &input.with_extension(out), log);
-    }
-    changed
-}
-
-/// The first argument of `command` in `text`: `\@istfilename{output.ist}` gives `output.ist`.
-fn argument<'a>(text: &'a str, command: &str) -> Option<&'a str> {
-    let start = text.find(&format!("{command}{{"))? + command.len() + 1;
-    let rest = &text[start..];
-    Some(&rest[..rest.find('}')?])
-}
-
-/// Extensions of files the driver, the engine or the scheduler rely on: a glossary whose
-/// makeindex output or transcript went there would overwrite the PDF, the log or what the
-/// next pass reads.
-const RESERVED_EXTENSIONS: &[&str] = &[
-    "pdf", "log", "xdv", "fls", "synctex", "gz", "aux", "bcf", "bbl", "tex",
-];
-
-/// A glossary's file extension: letters, digits and inner hyphens (glossaries-extra's
-/// abbreviations use `glo-abr`, `gls-abr`, `glg-abr`), never one of the reserved.
-fn is_extension(extension: &str) -> bool {
-    (1..=10).contains(&extension.len())
-        && extension.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && extension.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && !RESERVED_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,15 +191,5 @@ mod tests {
         assert!(!requested.contains_key("evil.idx"));
         assert!(!requested.contains_key("up.idx"));
         assert_eq!(requested["output.idx"], Vec::<String>::new());
-    }
-
-    #[test]
-    fn aux_arguments_and_extensions() {
-        let aux = "\\relax\n\\@newglossary{main}{glg}{gls}{glo}\n\\@istfilename{output.ist}\n";
-        assert_eq!(argument(aux, "\\@istfilename"), Some("output.ist"));
-        assert_eq!(argument(aux, "\\@glsorder"), None);
-        assert!(is_extension("glo") && !is_extension("g/o") && !is_extension(""));
-        assert!(is_extension("glo-abr") && !is_extension("-glo") && !is_extension("g o"));
-        assert!(!is_extension("log") && !is_extension("PDF"));
     }
 }

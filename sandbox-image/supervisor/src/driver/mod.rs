@@ -1,7 +1,7 @@
 //! The compile driver: what latexmk did, without a shell and without Perl. It runs as the
 //! compile's user inside Landlock (`texfleet-supervisor drive`, started by the supervisor),
-//! writes the sources, converts EPS figures, runs the engine, runs bibtex, biber, makeindex
-//! and the like when their input changed, and runs the engine again until nothing it reads
+//! writes the sources, converts EPS figures, runs the engine, runs bibtex, biber, makeindex,
+//! bib2gls and the like when their input changed, and runs the engine again until nothing it reads
 //! changes, at most [`MAX_PASSES`] times. Every program is started by a fixed argument
 //! vector; every name on it that comes from the document is checked first ([`names`]).
 //!
@@ -11,10 +11,12 @@
 //! to the job's log.
 
 mod bcf;
+mod bib2gls;
 mod bibliography;
 mod engine;
 pub mod eps;
 mod files;
+mod glossaries;
 mod indexes;
 mod names;
 mod tools;
@@ -144,7 +146,9 @@ fn compile(
         let before = files::fingerprints(&generated);
         // A pass that writes no output must not leave the last one's behind.
         let _ = fs::remove_file(engine.pass_output());
-        let exit = match process::run(&engine.pass(main, halt_on_error, &environment), None, &[]) {
+        let ran = process::run(&engine.pass(main, halt_on_error, &environment), None, &[]);
+        process::end_strays();
+        let exit = match ran {
             Ok(exit) => exit,
             Err(error) => {
                 tools.trace.push(format!("texfleet: pass {pass}: {error}"));
@@ -164,8 +168,9 @@ fn compile(
         if STOP.load(Ordering::SeqCst) || failed || !Path::new(&engine.pass_output()).exists() {
             return ended_well;
         }
-        let tools_changed =
-            bibliography::run(tools, &recorded) | indexes::run(tools, &recorded, &log);
+        let tools_changed = bibliography::run(tools, &recorded)
+            | indexes::run(tools, &recorded, &log)
+            | bib2gls::run(tools);
         let read_changed = changed_during_pass(&recorded.inputs, &before);
         let appeared = files::missing_then_present(&log)
             .iter()

@@ -72,6 +72,7 @@ impl Tools {
             Ok(output) => process::run(program, Some(&output), limits),
             Err(error) => Err(error),
         };
+        process::end_strays();
         match exit {
             Ok(exit) => {
                 self.trace

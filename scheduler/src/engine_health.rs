@@ -1,0 +1,75 @@
+//! Whether this scheduler's Docker engine answers. A scheduler whose engine is down must not
+//! claim: every job it took would fail its attempt. So the engine is pinged every second; when
+//! it stops answering the scheduler stops claiming and reports itself unready (`/readyz`,
+//! `texfleet_docker_engine_up`), and its running compiles fail their attempt and go back to
+//! the queue for the other schedulers. When the engine answers again, what the dead engine
+//! left behind (containers of jobs no longer running, warm containers it killed) is removed
+//! first, then claims resume.
+
+use crate::metrics;
+use crate::stop::RunningJobs;
+use crate::Context;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// An engine slower than this to answer a ping is taken for down.
+const PING_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Shared between the watcher, the claim loop and `/readyz`.
+#[derive(Default)]
+pub struct EngineHealth {
+    down: AtomicBool,
+    /// Woken when the engine comes back.
+    back: Notify,
+}
+
+impl EngineHealth {
+    pub fn is_up(&self) -> bool {
+        !self.down.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the engine is up (at once when it is).
+    pub async fn wait_until_up(&self) {
+        loop {
+            let back = self.back.notified();
+            if self.is_up() {
+                return;
+            }
+            back.await;
+        }
+    }
+}
+
+/// Pings the engine for as long as the scheduler runs; see the module's documentation.
+pub async fn watch(context: Arc<Context>, running: Arc<RunningJobs>, health: Arc<EngineHealth>) {
+    metrics::DOCKER_ENGINE_UP.set(1);
+    let mut tick = tokio::time::interval(PING_INTERVAL);
+    loop {
+        tick.tick().await;
+        let answered = matches!(
+            tokio::time::timeout(PING_TIMEOUT, context.sandbox.ping()).await,
+            Ok(Ok(()))
+        );
+        match (answered, health.is_up()) {
+            (false, true) => {
+                tracing::error!("the Docker engine does not answer; claiming stops until it does");
+                health.down.store(true, Ordering::SeqCst);
+                metrics::DOCKER_ENGINE_UP.set(0);
+            }
+            (true, false) => {
+                tracing::warn!("the Docker engine answers again; removing what it left behind");
+                if let Some(pool) = &context.warm_pool {
+                    pool.retire_stale(&context.sandbox).await;
+                }
+                crate::upkeep::sweep_orphans(&context, &running).await;
+                health.down.store(false, Ordering::SeqCst);
+                metrics::DOCKER_ENGINE_UP.set(1);
+                health.back.notify_waiters();
+            }
+            _ => {}
+        }
+    }
+}
