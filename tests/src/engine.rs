@@ -6,16 +6,16 @@ use std::process::Command;
 
 /// The second engine's unix socket (`unix://...`).
 pub fn second_engine_socket() -> String {
-    std::env::var("TEXFLEET_TEST_ENGINE_SOCKET").expect("TEXFLEET_TEST_ENGINE_SOCKET (./dev/test)")
+    std::env::var("TEST_ENGINE_SOCKET").expect("TEST_ENGINE_SOCKET (./dev/test)")
 }
 
 /// The second engine's TLS address (`tcp://127.0.0.1:port`) and the folder of its CA and of
 /// a client's certificate and key (`ca.pem`, `client-cert.pem`, `client-key.pem`).
 pub fn second_engine_tls() -> (String, String) {
     let address =
-        std::env::var("TEXFLEET_TEST_ENGINE_TLS").expect("TEXFLEET_TEST_ENGINE_TLS (./dev/test)");
-    let certificates = std::env::var("TEXFLEET_TEST_ENGINE_CERTS")
-        .expect("TEXFLEET_TEST_ENGINE_CERTS (./dev/test)");
+        std::env::var("TEST_ENGINE_TLS").expect("TEST_ENGINE_TLS (./dev/test)");
+    let certificates = std::env::var("TEST_ENGINE_CERTS")
+        .expect("TEST_ENGINE_CERTS (./dev/test)");
     (address, certificates)
 }
 
