@@ -12,10 +12,8 @@ pub fn second_engine_socket() -> String {
 /// The second engine's TLS address (`tcp://127.0.0.1:port`) and the folder of its CA and of
 /// a client's certificate and key (`ca.pem`, `client-cert.pem`, `client-key.pem`).
 pub fn second_engine_tls() -> (String, String) {
-    let address =
-        std::env::var("TEST_ENGINE_TLS").expect("TEST_ENGINE_TLS (./dev/test)");
-    let certificates = std::env::var("TEST_ENGINE_CERTS")
-        .expect("TEST_ENGINE_CERTS (./dev/test)");
+    let address = std::env::var("TEST_ENGINE_TLS").expect("TEST_ENGINE_TLS (./dev/test)");
+    let certificates = std::env::var("TEST_ENGINE_CERTS").expect("TEST_ENGINE_CERTS (./dev/test)");
     (address, certificates)
 }
 

@@ -77,16 +77,27 @@ impl SchedulerProcess {
         .await
     }
 
+    /// The events of this scheduler's JSON log.
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// How many uploads this scheduler had to retry, from its log.
+    pub fn upload_retries(&self) -> usize {
+        self.events()
+            .iter()
+            .filter(|event| event["fields"]["message"] == "upload failed; retrying")
+            .count()
+    }
+
     /// How many times this scheduler uploaded each job's PDF, from its log.
     pub fn uploads(&self) -> std::collections::HashMap<String, usize> {
         let mut uploads = std::collections::HashMap::new();
-        for line in std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-        {
-            let Ok(event) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for event in self.events() {
             if event["fields"]["message"] == "pdf uploaded" {
                 let job = event["span"]["job_id"]
                     .as_str()
@@ -111,28 +122,40 @@ impl Drop for SchedulerProcess {
     }
 }
 
-/// Runs `dev/<script> <action>` (`dev/pg stop`, `dev/garage start`, ...).
-fn dev_script(script: &str, action: &str) -> bool {
+/// Runs `dev/<script> <args>` (`dev/pg stop`, `dev/garage-cluster start-node 3`, ...).
+fn dev_script(script: &str, args: &[&str]) -> bool {
     let path = format!("{}/../dev/{script}", env!("CARGO_MANIFEST_DIR"));
     std::process::Command::new(path)
-        .arg(action)
+        .args(args)
         .status()
         .is_ok_and(|status| status.success())
 }
 
-/// A dev service stopped for a fault test (`dev/pg`, `dev/garage`): started again by
-/// [`Outage::end`] or, when the test fails first, on drop, so later tests find it running.
+/// A dev service stopped for a fault test (`dev/pg`, `dev/garage`, a node of
+/// `dev/garage-cluster`): started again by [`Outage::end`] or, when the test fails first, on
+/// drop, so later tests find it running.
 pub struct Outage {
     script: &'static str,
+    start: &'static [&'static str],
     over: bool,
 }
 
 impl Outage {
     /// Stops the service; fails if it was not running, so the fault cannot silently not happen.
     pub fn begin(script: &'static str) -> Outage {
-        assert!(dev_script(script, "stop"), "dev/{script} stop failed");
+        Outage::begin_with(script, &["stop"], &["start"])
+    }
+
+    /// Stops with `dev/<script> <stop>`, starts again with `dev/<script> <start>`.
+    pub fn begin_with(
+        script: &'static str,
+        stop: &[&str],
+        start: &'static [&'static str],
+    ) -> Outage {
+        assert!(dev_script(script, stop), "dev/{script} {stop:?} failed");
         Outage {
             script,
+            start,
             over: false,
         }
     }
@@ -140,9 +163,10 @@ impl Outage {
     pub fn end(&mut self) {
         self.over = true;
         assert!(
-            dev_script(self.script, "start"),
-            "dev/{} start failed",
-            self.script
+            dev_script(self.script, self.start),
+            "dev/{} {:?} failed",
+            self.script,
+            self.start
         );
     }
 
@@ -154,7 +178,7 @@ impl Outage {
 impl Drop for Outage {
     fn drop(&mut self) {
         if !self.over {
-            dev_script(self.script, "start");
+            dev_script(self.script, self.start);
         }
     }
 }

@@ -1,6 +1,7 @@
-//! A fleet on two Docker engines under a steady load, and one engine's daemon killed with
-//! `kill -9` mid-compile: every accepted job still succeeds (the dead engine's running job on
-//! the other engine), none is uploaded twice, the dead engine's scheduler reports itself
+//! A fleet on two Docker engines storing into a Garage cluster of three nodes (replication
+//! factor 3, `./dev/garage-cluster`), under a steady load; one engine's daemon killed with
+//! `kill -9` mid-compile and one Garage node stopped: every accepted job still succeeds (the
+//! dead engine's running job on the other engine), none is uploaded twice, no upload fails, the dead engine's scheduler reports itself
 //! unready and claims nothing while its engine is down, and claims again once it is back,
 //! after removing what the dead engine left behind. Placement: each scheduler runs exactly as
 //! many compiles as its engine has slots (3 and 1), so both engines stay busy.
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use texfleet_e2e::{
-    eventually, free_port, second_engine_actions, second_engine_socket, EngineCrash,
+    eventually, free_port, second_engine_actions, second_engine_socket, EngineCrash, Outage,
     SchedulerProcess, TestApp,
 };
 
@@ -95,6 +96,10 @@ fn second_engine_containers(scheduler: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
     let app = TestApp::spawn_api_only(|config| {
+        let cluster = |name: &str| std::env::var(name).expect("TEST_S3_CLUSTER_* (./dev/test)");
+        config.s3_endpoint = cluster("TEST_S3_CLUSTER_ENDPOINT");
+        config.s3_access_key_id = cluster("TEST_S3_CLUSTER_KEY_ID");
+        config.s3_secret_access_key = cluster("TEST_S3_CLUSTER_SECRET");
         config.max_running_per_project = 8;
         config.idle_project_slots = 0;
         config.max_queued_per_project = 1000;
@@ -159,6 +164,9 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
     )
     .await;
     let mut crash = EngineCrash::begin();
+    // A Garage node stops too (not node 1, whose S3 API the fleet uses): two copies remain.
+    let mut garage_node =
+        Outage::begin_with("garage-cluster", &["stop-node", "3"], &["start-node", "3"]);
     let http = reqwest::Client::new();
     eventually(
         Duration::from_secs(30),
@@ -190,6 +198,20 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
         "claimed while its engine was down: {claimed_while_down:?}"
     );
 
+    // Every PDF stored while a node was down is there (two nodes hold it), and no upload
+    // needed a retry.
+    for id in &ids {
+        assert!(!app.pdf_of(id).await.is_empty(), "{id}");
+    }
+    let retried: usize = [&big_scheduler, &small_scheduler]
+        .iter()
+        .map(|scheduler| scheduler.upload_retries())
+        .sum();
+    assert_eq!(
+        retried, 0,
+        "uploads were retried while a Garage node was down"
+    );
+    garage_node.end();
     // The engine is back: the small scheduler removes what the dead engine left and claims.
     crash.end();
     eventually(
