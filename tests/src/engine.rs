@@ -24,19 +24,19 @@ fn dev_engine(action: &str) -> bool {
         .is_ok_and(|status| status.success())
 }
 
-/// What the second engine did for a job's containers since `since` (Unix seconds): Docker's
-/// event actions (`create`, `start`, `die`, ...), read from the engine itself.
-pub fn second_engine_actions(job_id: &str, since: u64) -> Vec<String> {
-    let until = std::time::SystemTime::now()
+/// Now, in Unix seconds: the clock Docker's event filters take.
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs()
-        + 1;
+}
+
+/// The lines `docker <args>` prints, run against the second engine.
+fn second_engine_docker(args: &[&str]) -> Vec<String> {
     let output = Command::new("docker")
-        .args(["-H", &second_engine_socket(), "events"])
-        .args(["--since", &since.to_string(), "--until", &until.to_string()])
-        .args(["--filter", &format!("label=org.texfleet.job={job_id}")])
-        .args(["--format", "{{.Action}}"])
+        .args(["-H", &second_engine_socket()])
+        .args(args)
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
@@ -44,6 +44,37 @@ pub fn second_engine_actions(job_id: &str, since: u64) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// What the second engine did for a job's containers since `since` (Unix seconds): Docker's
+/// event actions (`create`, `start`, `die`, ...), read from the engine itself.
+pub fn second_engine_actions(job_id: &str, since: u64) -> Vec<String> {
+    let (since, until) = (since.to_string(), (unix_seconds() + 1).to_string());
+    let label = format!("label=org.texfleet.job={job_id}");
+    second_engine_docker(&[
+        "events",
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--filter",
+        &label,
+        "--format",
+        "{{.Action}}",
+    ])
+}
+
+/// Containers of `scheduler` on the second engine, as `<job label> <state>`.
+pub fn second_engine_containers(scheduler: &str) -> Vec<String> {
+    let label = format!("label=org.texfleet.scheduler={scheduler}");
+    second_engine_docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &label,
+        "--format",
+        "{{.Label \"org.texfleet.job\"}} {{.State}}",
+    ])
 }
 
 /// The second engine's daemon killed with SIGKILL, as a dying host would end it; started

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use texfleet_e2e::{
-    eventually, free_port, second_engine_actions, second_engine_socket, EngineCrash, Outage,
-    SchedulerProcess, TestApp,
+    eventually, free_port, second_engine_actions, second_engine_containers, second_engine_socket,
+    unix_seconds, EngineCrash, Outage, SchedulerProcess, TestApp,
 };
 
 /// About two seconds of TeX arithmetic, so that the crash lands mid-compile.
@@ -75,24 +75,6 @@ async fn readiness(http: &reqwest::Client, address: &str) -> Option<u16> {
     Some(answer.status().as_u16())
 }
 
-/// Containers of `scheduler` on the second engine, as `<job label> <state>`.
-fn second_engine_containers(scheduler: &str) -> Vec<String> {
-    let output = std::process::Command::new("docker")
-        .args(["-H", &second_engine_socket(), "ps", "-a"])
-        .args([
-            "--filter",
-            &format!("label=org.texfleet.scheduler={scheduler}"),
-        ])
-        .args(["--format", "{{.Label \"org.texfleet.job\"}} {{.State}}"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
     let app = TestApp::spawn_api_only(|config| {
@@ -124,10 +106,7 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
         samples.clone(),
         HashMap::from([(big.clone(), 3), (small.clone(), 1)]),
     ));
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let since = unix_seconds();
     let mut ids = Vec::new();
     let submit = |ids: &mut Vec<String>, job: serde_json::Value| {
         ids.push(job["id"].as_str().unwrap().to_string());

@@ -6,14 +6,9 @@
 use serde_json::json;
 use std::process::Command;
 use std::time::Duration;
-use texfleet_e2e::{pdf_text, second_engine_actions, second_engine_tls, SchedulerProcess, TestApp};
-
-fn now_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
+use texfleet_e2e::{
+    pdf_text, second_engine_actions, second_engine_tls, unix_seconds, SchedulerProcess, TestApp,
+};
 
 /// A CA of its own and a client certificate it signed: well-formed, but not the engine's CA.
 fn rogue_client_certificates(folder: &std::path::Path) {
@@ -81,7 +76,7 @@ async fn a_scheduler_compiles_on_a_remote_engine_over_mutual_tls() {
         config.warm_pool_size = Some(0);
     })
     .await;
-    let since = now_seconds();
+    let since = unix_seconds();
     let _scheduler = SchedulerProcess::spawn(&app.config, &format!("tls-{}", uuid::Uuid::new_v4()));
     let document =
         "\\documentclass{article}\\begin{document}Compiled on the remote engine.\\end{document}";

@@ -66,6 +66,7 @@ pub fn run(tools: &mut Tools) -> bool {
     )
     // The JVM starts programs through its spawn helper.
     .starting_only(&[&spawn_helper, KPSEWHICH]);
+    // Its answer covers `output.glstex` only; every resource's file counts, below.
     tools.run_if_changed(
         program,
         signature_of(&read),
