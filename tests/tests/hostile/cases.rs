@@ -252,6 +252,10 @@ end, 'forge')";
         Case { files: json!([{ "path": "evil.xdy", "content": "(ext:execute \"/lib64/ld-linux-x86-64.so.2\" \"/usr/bin/id\")\n(ext:exit 1)\n" }]),
             log_contains: Some("skipped xindy"), timeout: TOOLS_TIMEOUT, ..case("xindy style runs a program", "pdflatex",
             doc("\\makeatletter\\immediate\\write\\@auxout{\\string\\@newglossary{main}{glg}{gls}{glo}}\\immediate\\write\\@auxout{\\string\\@istfilename{evil.xdy}}\\makeatother\\newwrite\\w\\immediate\\openout\\w=output.glo \\immediate\\write\\w{(indexentry :tkey ((\"a\")) :locref \"1\")}\\immediate\\closeout\\w\\IfFileExists{pwned.tex}{\\input{pwned.tex}}{\\typeout{Rerun to get the command's output}}"), SUCCEEDS) },
+        // bib2gls's TeX interpreter \inputs any path, past openin_any: only Landlock bounds it.
+        Case { files: json!([{ "path": "terms.bib", "content": "@entry{c, name={c}, description={CCC\\input{/etc/passwd}ZZZ}}\n@entry{d, name={d}, description={DDD\\input{/proc/self/mountinfo}ZZZ}}\n" }]),
+            log_contains: Some("ran java"), timeout: TOOLS_TIMEOUT, ..case("bib2gls interpreter inputs a file by absolute path", "pdflatex",
+            "\\documentclass{article}\\usepackage[record]{glossaries-extra}\\GlsXtrLoadResources[src={terms},interpret-fields={description},selection={all}]\\begin{document}x\\printunsrtglossaries\\end{document}".into(), ANY_END) },
         // biber parses biblatexml data files with external entities on.
         Case { files: json!([{ "path": "refs.bltxml", "content": format!("<?xml version=\"1.0\"?>\n<!DOCTYPE e [<!ENTITY x SYSTEM \"file://{CNF}\">]>\n<bltx:entries xmlns:bltx=\"http://biblatex-biber.sourceforge.net/biblatexml\"><bltx:entry id=\"x\" entrytype=\"misc\"><bltx:names type=\"author\"><bltx:name><bltx:namepart type=\"family\">Author</bltx:namepart></bltx:name></bltx:names><bltx:title>&x;</bltx:title></bltx:entry></bltx:entries>\n") }]),
             log_contains: Some("skipped biber"), text_lacks: Some(CNF_MARKER),

@@ -9,7 +9,10 @@
 //! start nothing but `kpsewhich`, through which it reads TeX's file settings and finds
 //! databases; bib2gls itself refuses reads and writes that those settings forbid
 //! (`openin_any`, `openout_any` = paranoid), and Landlock holds it to the same trees as every
-//! program of the compile.
+//! program of the compile. Its TeX interpreter (sorting, `interpret-fields`) is the exception:
+//! its `\input` reads any path it finds, past `openin_any` (a review read the image's
+//! `texmf.cnf` through it), and `--no-interpret` breaks bib2gls 4.4 altogether. So Landlock
+//! is its only bound on reads, and bib2gls runs only where Landlock is fully enforced.
 
 use super::bibliography::KPSEWHICH;
 use super::tools::{signature_of, Tools};
@@ -39,6 +42,10 @@ pub fn run(tools: &mut Tools) -> bool {
         .filter(|line| line.starts_with("\\glsxtr@") || line.starts_with("\\@glsxtr@"))
         .collect();
     if !read.contains("\\glsxtr@resource{") {
+        return false;
+    }
+    if !tools.files_confined {
+        tools.skip("bib2gls: Landlock is not enforced here, and bib2gls reads by any path".into());
         return false;
     }
     let before = glstex_fingerprints();

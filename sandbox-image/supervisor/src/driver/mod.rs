@@ -24,6 +24,7 @@ mod tools;
 use crate::confine;
 use crate::process::{self, Exit};
 use engine::Engine;
+use landlock::RulesetStatus;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
@@ -86,6 +87,7 @@ pub fn run() -> io::Result<()> {
     tools
         .trace
         .push(format!("texfleet: Landlock {:?}", landlock.ruleset));
+    tools.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
     if engine == Engine::Lualatex {
         copy_font_names();

@@ -20,6 +20,9 @@ pub struct Tools {
     last_inputs: HashMap<String, u64>,
     /// Lines for the job's log.
     pub trace: Vec<String>,
+    /// Whether Landlock confines every program (not under gVisor or an old kernel): tools
+    /// whose only bound on reads is Landlock run only then.
+    pub files_confined: bool,
 }
 
 impl Tools {
@@ -28,6 +31,7 @@ impl Tools {
             environment,
             last_inputs: HashMap::new(),
             trace: Vec::new(),
+            files_confined: false,
         }
     }
 
