@@ -1,36 +1,47 @@
 //! `texfleet bench`: the service's speed beside what the compiler alone achieves, in one run
-//! on the running stack (`./dev/bench`). Every figure is printed beside its floor as a ratio,
-//! so that runs on noisy machines compare. BENCHMARKS.md records the latest figures.
+//! on the running stack (`./dev/bench`). Every figure is printed beside its references as a
+//! ratio, so that runs on noisy machines compare; the samples go to `bench.json` and are drawn
+//! in `bench.svg` ([`report`]). BENCHMARKS.md records the latest figures.
 //!
-//! - floor: the same compile (supervisor and compile driver) in a sandbox container started
-//!   beforehand, nothing around it: no API, queue, container start or upload;
-//! - end to end: POST to Succeeded (PDF stored) through the API, per document, p50 and p95;
-//! - throughput: hello-world jobs per second at saturation, beside the floor's on as many
-//!   containers as the scheduler has slots;
-//! - API ingest: POST /compile per second and p99, on a database no scheduler serves;
-//! - queue alone: claims and completions per second with a no-op sandbox.
+//! - references ([`floor`]): the floor (the same compile in a sandbox container started
+//!   beforehand: no API, queue, container start or upload), the peer (a container created and
+//!   removed per compile, as `docker run --rm`), and one engine pass;
+//! - end to end: POST to Succeeded (PDF stored) through the API, per document, p50 and p95,
+//!   compiled from nothing (`"cache": false`), and an unchanged resubmission (result cache);
+//! - second compiles of an edited copy ([`second`]);
+//! - throughput at saturation, hello and the article, beside the floor's and the peer's;
+//! - API ingest and the queue alone ([`ingest`]);
+//! - resident memory of the api and scheduler processes, idle and under load ([`rss`]).
 
+mod floor;
 mod ingest;
+mod report;
+mod rss;
+mod second;
 
 use crate::client::{job_id, Client, ServerArgs};
 use anyhow::{ensure, Context as _};
+use floor::{durations, floor_job, Run};
+use report::{Figures, Latency};
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{ClaimedJob, Engine, JobStatus, SourceFile, MAIN_FILE};
+use texfleet_core::model::JobStatus;
 use texfleet_core::{token, Config};
-use texfleet_scheduler::{run_floor, start_floor, Sandbox};
+use texfleet_scheduler::Sandbox;
 use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Sequential end-to-end runs per document (and floor runs per document).
+    /// Sequential end-to-end runs per document (and floor and peer runs per document).
     #[arg(long, default_value_t = 10)]
     runs: usize,
-    /// Hello-world jobs for the throughput figure.
+    /// Hello-world jobs for the throughput figure (the article: a fifth of them).
     #[arg(long, default_value_t = 200)]
     throughput_jobs: usize,
     /// POST /compile requests for the ingest figure.
@@ -42,47 +53,59 @@ pub struct BenchArgs {
     /// Concurrent workers claiming and completing for the queue figure.
     #[arg(long, default_value_t = 8)]
     queue_workers: usize,
+    /// Where bench.json and bench.svg are written.
+    #[arg(long, default_value = "docs/benchmarks")]
+    out: PathBuf,
     #[command(flatten)]
     server: ServerArgs,
 }
 
-struct Document {
+pub struct Document {
     name: &'static str,
     main: &'static str,
     bibliography: Option<&'static str>,
 }
 
-const DOCUMENTS: [Document; 3] = [
-    Document {
-        name: "hello",
-        main: include_str!("../../bench/hello.tex"),
-        bibliography: None,
-    },
-    Document {
-        name: "article",
-        main: include_str!("../../bench/article.tex"),
-        bibliography: Some(include_str!("../../bench/refs.bib")),
-    },
-    Document {
-        name: "tikz",
-        main: include_str!("../../bench/tikz.tex"),
-        bibliography: None,
-    },
-];
+const BIBLIOGRAPHY: &str = include_str!("../../bench/refs.bib");
+const HELLO: Document = Document {
+    name: "hello",
+    main: include_str!("../../bench/hello.tex"),
+    bibliography: None,
+};
+const ARTICLE: Document = Document {
+    name: "article",
+    main: include_str!("../../bench/article.tex"),
+    bibliography: Some(BIBLIOGRAPHY),
+};
+const TIKZ: Document = Document {
+    name: "tikz",
+    main: include_str!("../../bench/tikz.tex"),
+    bibliography: None,
+};
+/// Twenty common packages with biblatex and a short body.
+const PREAMBLE: Document = Document {
+    name: "preamble",
+    main: include_str!("../../bench/preamble.tex"),
+    bibliography: Some(BIBLIOGRAPHY),
+};
 
 pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     let slots = config.scheduler_slots();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let date = OffsetDateTime::now_utc().date();
+    let warm_pool = config.warm_pool_size.unwrap_or(slots);
     println!(
-        "texfleet bench: {} cores, {} scheduler slots, warm pool {}, {}",
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        slots,
-        config.warm_pool_size.unwrap_or(slots),
-        OffsetDateTime::now_utc().date()
+        "texfleet bench: {cores} cores, {slots} scheduler slots, warm pool {warm_pool}, {date}"
     );
+    let mut figures = Figures {
+        machine: json!({ "cores": cores, "slots": slots, "warm_pool": warm_pool, "date": date.to_string() }),
+        ..Figures::default()
+    };
     let sandbox = Sandbox::connect(&config, "bench", "bench").await?;
-    let result = measure(&config, &args, &sandbox, slots).await;
+    let result = measure(&config, &args, &sandbox, slots, &mut figures).await;
     sandbox.settle().await;
-    result
+    result?;
+    figures.write(&args.out)
 }
 
 async fn measure(
@@ -90,146 +113,172 @@ async fn measure(
     args: &BenchArgs,
     sandbox: &Sandbox,
     slots: usize,
+    figures: &mut Figures,
 ) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
-    println!("\nend to end through the service (POST to Succeeded, PDF stored) vs the floor (the same compile in a started sandbox):");
-    for document in &DOCUMENTS {
-        let mut floor = Vec::new();
-        for _ in 0..args.runs {
-            floor.push(floor_compile(config, sandbox, document).await?);
-        }
-        let mut service = Vec::new();
-        let mut phases = Phases::default();
-        for _ in 0..args.runs {
-            let started = Instant::now();
-            let job = submit(&client, document, true, false).await?;
-            ensure!(
-                job["status"] == "Succeeded",
-                "{} ended {}",
-                document.name,
-                job["status"]
-            );
-            service.push(started.elapsed());
-            phases.add(&job, started.elapsed())?;
-        }
-        let (floor_p50, service_p50, service_p95) = (
-            percentile(&floor, 0.5),
-            percentile(&service, 0.5),
-            percentile(&service, 0.95),
-        );
+    let idle = rss::resident_mib();
+    println!("resident memory at idle: {}", rss::describe(&idle));
+    println!("\nend to end through the service (POST to Succeeded, PDF stored, compiled from nothing) vs the floor (the same compile in a started sandbox), the peer (a container per compile) and one engine pass:");
+    for document in [&HELLO, &ARTICLE, &TIKZ, &PREAMBLE] {
+        figures
+            .latency
+            .push(latency(config, sandbox, &client, document, args.runs).await?);
+    }
+
+    let load = CancellationToken::new();
+    let peak = tokio::spawn(rss::peak_while(load.clone()));
+    for (document, jobs) in [
+        (&HELLO, args.throughput_jobs),
+        (&ARTICLE, args.throughput_jobs / 5),
+    ] {
+        let job = floor_job(document, None);
+        let service_rate = service_throughput(&client, document, jobs).await?;
+        let floor_rate =
+            floor::throughput(config, sandbox, &job, slots, jobs.min(40), true).await?;
+        let peer_rate =
+            floor::throughput(config, sandbox, &job, slots, jobs.min(40), false).await?;
         println!(
-            "  {:<8} service p50 {:>6.0} ms  p95 {:>6.0} ms | floor p50 {:>6.0} ms | overhead {:>+5.0} ms | ratio {:.2}",
+            "\nthroughput at saturation ({jobs} {} jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers ({:.0}%) | peer {peer_rate:.2} jobs/s ({:.2}x)",
             document.name,
-            ms(service_p50),
-            ms(service_p95),
-            ms(floor_p50),
-            ms(service_p50) - ms(floor_p50),
-            ms(service_p50) / ms(floor_p50)
+            100.0 * service_rate / floor_rate,
+            service_rate / peer_rate
         );
-        println!(
-            "           where the time goes (means): {}",
-            phases.summary(args.runs)
-        );
-        let mut resubmitted = Vec::new();
-        for _ in 0..args.runs {
-            let started = Instant::now();
-            let job = submit(&client, document, true, true).await?;
-            ensure!(
-                !job["reused_from"].is_null(),
-                "an unchanged {} was compiled again: {job}",
-                document.name
-            );
-            resubmitted.push(started.elapsed());
-        }
-        let resubmitted_p50 = percentile(&resubmitted, 0.5);
-        println!(
-            "           unchanged resubmission (result cache): p50 {:>6.1} ms | ratio to the floor {:.3}",
-            ms(resubmitted_p50),
-            ms(resubmitted_p50) / ms(floor_p50)
-        );
+        figures.throughput.push(json!({
+            "document": document.name, "jobs": jobs, "service_per_second": service_rate,
+            "floor_per_second": floor_rate, "peer_per_second": peer_rate,
+        }));
     }
-
-    let service_rate = service_throughput(&client, args).await?;
-    let floor_rate = floor_throughput(config, sandbox, slots, args.throughput_jobs.min(40)).await?;
+    load.cancel();
+    let peak = peak.await?;
     println!(
-        "\nthroughput at saturation ({} hello jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers | {:.0}% of the floor",
-        args.throughput_jobs,
-        100.0 * service_rate / floor_rate
+        "resident memory under load (peak): {}",
+        rss::describe(&peak)
     );
+    figures.rss_mib = json!({ "idle": idle, "load_peak": peak });
 
-    ingest::ingest_and_queue(config, args).await
+    second::second_compiles(
+        config,
+        sandbox,
+        &client,
+        &[&TIKZ, &PREAMBLE, &ARTICLE],
+        args.runs,
+        figures,
+    )
+    .await?;
+    ingest::ingest_and_queue(config, args, figures).await
 }
 
-/// `document` as the scheduler would have claimed it.
-fn floor_job(document: &Document) -> ClaimedJob {
-    let mut files = vec![SourceFile {
-        path: MAIN_FILE.to_string(),
-        content: document.main.as_bytes().to_vec(),
-    }];
-    if let Some(bibliography) = document.bibliography {
-        files.push(SourceFile {
-            path: "refs.bib".to_string(),
-            content: bibliography.as_bytes().to_vec(),
-        });
-    }
-    ClaimedJob {
-        id: Uuid::new_v4(),
-        project_id: Uuid::nil(),
-        engine: Engine::Pdflatex,
-        halt_on_error: false,
-        timeout_seconds: 120,
-        attempt: 1,
-        waited_seconds: 0.0,
-        source_date_epoch: 0,
-        main: MAIN_FILE.to_string(),
-        files,
-    }
-}
-
-/// Whether a sandbox's output archive holds a PDF.
-fn has_pdf(stdout: &[u8]) -> bool {
-    stdout.windows(5).any(|bytes| bytes == b"%PDF-")
-}
-
-/// One floor compile in a started container: from the job spec written to the outputs read.
-async fn floor_compile(
+/// One document's end-to-end figures beside its floor, peer and engine pass.
+async fn latency(
     config: &Config,
     sandbox: &Sandbox,
-    document: &Document,
-) -> anyhow::Result<Duration> {
-    let container = start_floor(sandbox).await?;
-    let started = Instant::now();
-    let run = run_floor(sandbox, config, container, &floor_job(document)).await?;
-    let elapsed = started.elapsed();
-    ensure!(
-        has_pdf(&run.stdout),
-        "the floor compile of {} produced no PDF",
-        document.name
-    );
-    Ok(elapsed)
-}
-
-/// Submits `document`; `cache` lets the server reuse an identical earlier result, which the
-/// compile measurements must not.
-async fn submit(
     client: &Client,
     document: &Document,
-    wait: bool,
-    cache: bool,
-) -> anyhow::Result<Value> {
-    let mut body =
-        json!({ "project_id": client.project(), "input_latex": document.main, "cache": cache });
+    runs: usize,
+) -> anyhow::Result<Latency> {
+    let job = floor_job(document, None);
+    let mut floors: Vec<Run> = Vec::new();
+    let mut peers: Vec<Run> = Vec::new();
+    for _ in 0..runs {
+        floors.push(floor::floor(config, sandbox, &job, Default::default()).await?);
+        peers.push(floor::peer(config, sandbox, &job).await?);
+    }
+    let mut service = Vec::new();
+    let mut phases = Phases::default();
+    for _ in 0..runs {
+        let started = Instant::now();
+        let job = submit(client, document, None, false).await?;
+        ensure!(
+            job["status"] == "Succeeded",
+            "{} ended {}",
+            document.name,
+            job["status"]
+        );
+        service.push(ms(started.elapsed()));
+        phases.add(&job, started.elapsed())?;
+    }
+    let (floor_ms, peer_ms) = (durations(&floors), durations(&peers));
+    let engine_pass_ms: Vec<f64> = floors.iter().filter_map(Run::first_pass_ms).collect();
+    let p50 = |samples: &[f64]| percentile_ms(samples, 0.5);
+    println!(
+        "  {:<8} service p50 {:>6.0} ms  p95 {:>6.0} ms | floor p50 {:>6.0} ms, overhead {:>+5.0} ms | peer p50 {:>6.0} ms | one engine pass p50 {:>5.0} ms, ratio {:.2}",
+        document.name,
+        p50(&service),
+        percentile_ms(&service, 0.95),
+        p50(&floor_ms),
+        p50(&service) - p50(&floor_ms),
+        p50(&peer_ms),
+        p50(&engine_pass_ms),
+        p50(&service) / p50(&engine_pass_ms)
+    );
+    println!(
+        "           where the time goes (means): {}",
+        phases.summary(runs)
+    );
+    let mut resubmission_ms = Vec::new();
+    for _ in 0..runs {
+        let started = Instant::now();
+        let job = submit(client, document, None, true).await?;
+        ensure!(
+            !job["reused_from"].is_null(),
+            "an unchanged {} was compiled again: {job}",
+            document.name
+        );
+        resubmission_ms.push(ms(started.elapsed()));
+    }
+    println!(
+        "           unchanged resubmission (result cache): p50 {:>6.1} ms | ratio to the floor {:.3}",
+        p50(&resubmission_ms),
+        p50(&resubmission_ms) / p50(&floor_ms)
+    );
+    Ok(Latency {
+        document: document.name,
+        service_ms: service,
+        floor_ms,
+        peer_ms,
+        engine_pass_ms,
+        resubmission_ms,
+    })
+}
+
+/// The request for `document`, its main file edited by `edit` as in [`floor_job`]; `cache`
+/// lets the server reuse results and start from the document's last compile, which the
+/// measurements of compiles from nothing must not.
+fn request(client: &Client, document: &Document, edit: Option<&str>, cache: bool) -> Value {
+    let job = floor_job(document, edit);
+    let main = String::from_utf8_lossy(&job.files[0].content).into_owned();
+    let mut body = json!({ "project_id": client.project(), "input_latex": main, "cache": cache });
     if let Some(bibliography) = document.bibliography {
         body["files"] = json!([{ "path": "refs.bib", "content": bibliography }]);
     }
-    client.submit(&body, wait.then_some(60)).await
+    body
+}
+
+/// Submits and waits for the end (`Prefer: wait`).
+async fn submit(
+    client: &Client,
+    document: &Document,
+    edit: Option<&str>,
+    cache: bool,
+) -> anyhow::Result<Value> {
+    client
+        .submit(&request(client, document, edit, cache), Some(60))
+        .await
 }
 
 /// Jobs per second from the first submission to the last job's end, by the server's clock.
-async fn service_throughput(client: &Client, args: &BenchArgs) -> anyhow::Result<f64> {
+async fn service_throughput(
+    client: &Client,
+    document: &Document,
+    jobs: usize,
+) -> anyhow::Result<f64> {
     let mut ids = Vec::new();
-    for _ in 0..args.throughput_jobs {
-        ids.push(job_id(&submit(client, &DOCUMENTS[0], false, false).await?)?);
+    for _ in 0..jobs {
+        ids.push(job_id(
+            &client
+                .submit(&request(client, document, None, false), None)
+                .await?,
+        )?);
     }
     let mut first_created = None;
     let mut last_finished = None;
@@ -248,37 +297,6 @@ async fn service_throughput(client: &Client, args: &BenchArgs) -> anyhow::Result
     let span =
         (last_finished.context("no jobs")? - first_created.context("no jobs")?).as_seconds_f64();
     Ok(ids.len() as f64 / span)
-}
-
-/// Hello-world compiles per second on `floors` containers in parallel.
-async fn floor_throughput(
-    config: &Config,
-    sandbox: &Sandbox,
-    lanes: usize,
-    total: usize,
-) -> anyhow::Result<f64> {
-    // Every container is started before the clock: the floor is the compiles alone.
-    let per_lane = total.div_ceil(lanes);
-    let mut containers = Vec::new();
-    for _ in 0..lanes {
-        let mut lane = Vec::new();
-        for _ in 0..per_lane {
-            lane.push(start_floor(sandbox).await?);
-        }
-        containers.push(lane);
-    }
-    let started = Instant::now();
-    let runs = containers.into_iter().map(|lane| async move {
-        for container in lane {
-            let run = run_floor(sandbox, config, container, &floor_job(&DOCUMENTS[0])).await?;
-            ensure!(has_pdf(&run.stdout), "a floor compile produced no PDF");
-        }
-        anyhow::Ok(())
-    });
-    for result in futures::future::join_all(runs).await {
-        result?;
-    }
-    Ok((per_lane * lanes) as f64 / started.elapsed().as_secs_f64())
 }
 
 /// Where a job's time went, from its own timestamps: waiting to be claimed, compiling in the
@@ -331,6 +349,15 @@ fn percentile(samples: &[Duration], quantile: f64) -> Duration {
     let index =
         ((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
     sorted.get(index).copied().unwrap_or_default()
+}
+
+/// [`percentile`] of milliseconds.
+fn percentile_ms(samples: &[f64], quantile: f64) -> f64 {
+    let durations: Vec<Duration> = samples
+        .iter()
+        .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+        .collect();
+    ms(percentile(&durations, quantile))
 }
 
 fn ms(duration: Duration) -> f64 {

@@ -116,6 +116,12 @@ pub struct Config {
     /// Whether a submission identical to a retained `Succeeded` job of its project reuses that
     /// job's result instead of compiling (requests opt out with `"cache": false`).
     pub result_cache: bool,
+    /// Whether a document's preamble is dumped into a format, kept per project and document,
+    /// and loaded by its later compiles while the preamble and the files it read are unchanged.
+    pub preamble_cache: bool,
+    /// Whether a compile starts from the auxiliary files of the project's last successful
+    /// compile of the same document (one pass after an edit instead of three).
+    pub incremental_compiles: bool,
 
     /// Base64 of 32 bytes that seals the webhook endpoints' secrets in the database; the API
     /// and the schedulers need the same. Empty: webhooks are off.
@@ -182,6 +188,8 @@ impl Default for Config {
             retention_days: 30,
             retention_interval_seconds: 3600,
             result_cache: true,
+            preamble_cache: true,
+            incremental_compiles: true,
             webhook_secret_key: String::new(),
             webhook_allowed_cidrs: String::new(),
             webhook_retry_hours: 24,

@@ -122,6 +122,8 @@ pub struct Diagnostic {
                       "message": "Reference `sec:x' on page 1 undefined on input line 7.",
                       "context": null }],
     "reused_from": null,
+    "preamble_cache": "hit",
+    "incremental": true,
     "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
                "pdf": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/pdf",
                "log": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/log",
@@ -150,6 +152,17 @@ pub struct Job {
     /// outputs are served for this job, and it ran no compile of its own.
     #[serde(default)]
     pub reused_from: Option<Uuid>,
+    /// What the preamble format cache gave this compile: `hit` (the project's format of this
+    /// preamble was loaded), `miss` (compiled without one; the preamble was dumped for the
+    /// next compile), `unavailable` (this preamble or engine cannot be kept as a format), or
+    /// null (the cache is off, or the job ran no compile of its own).
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub preamble_cache: Option<String>,
+    /// Whether the compile started from the auxiliary files (`.aux`, `.bbl`, `.toc`, ...) of
+    /// the project's last successful compile of the same document.
+    #[serde(default)]
+    pub incremental: bool,
     /// Where the job and its outputs are on this API.
     #[serde(default)]
     pub links: JobLinks,
@@ -223,6 +236,8 @@ pub struct ClaimedJob {
     pub source_date_epoch: i64,
     /// The main document's path among `files`.
     pub main: String,
+    /// False when the request asked for a compile from nothing (`"cache": false`).
+    pub use_cache: bool,
     pub files: Vec<SourceFile>,
 }
 
@@ -230,6 +245,20 @@ pub struct ClaimedJob {
 pub fn short_job_id(id: Uuid) -> String {
     let id = id.to_string();
     id.split('-').next().unwrap_or(&id).to_string()
+}
+
+/// Where the scheduler keeps what compiles of one document (its main path, with one engine)
+/// hand on to the next: `projects/<project>/documents/<hash>/`. Only that project's jobs read
+/// below it.
+pub fn document_state_prefix(project_id: Uuid, engine: Engine, main: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let document = Sha256::new()
+        .chain_update(engine.as_str())
+        .chain_update([0])
+        .chain_update(main)
+        .finalize();
+    let hex: String = document[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("projects/{project_id}/documents/{hex}/")
 }
 
 pub fn pdf_storage_key(id: Uuid) -> String {

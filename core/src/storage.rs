@@ -1,5 +1,7 @@
 //! Every S3 call texfleet makes, in one place. Objects live at `compiles/<short_job_id>/...`
-//! (see [`crate::model::pdf_storage_key`]); nothing else is written to the bucket.
+//! (see [`crate::model::pdf_storage_key`]), and what a document's compiles hand on to the next
+//! at `projects/<project_id>/documents/...` ([`crate::model::document_state_prefix`]); nothing
+//! else is written to the bucket.
 
 use crate::Config;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};

@@ -7,7 +7,10 @@
 //! invalid: the job then has no report, and no PDF from it is ever stored.
 
 use std::io::Read;
-use texfleet_sandbox::{Report, LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE};
+use texfleet_sandbox::{
+    DriverState, Report, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES, MAX_STATE_BYTES, PDF_FILE,
+    REPORT_FILE, STATE_FILE, SYNCTEX_FILE,
+};
 
 const MAX_REPORT_BYTES: u64 = 64 * 1024;
 const MAX_NOTES: usize = 20;
@@ -19,6 +22,11 @@ pub struct Collected {
     pub pdf: Option<Vec<u8>>,
     pub log: Option<Vec<u8>>,
     pub synctex: Option<Vec<u8>>,
+    /// What the driver left for the next compile of the document; None when it was larger
+    /// than its cap or not what the protocol says (it speeds compiles up, nothing more).
+    pub state: Option<DriverState>,
+    /// A dumped preamble format, when it fits its cap.
+    pub format: Option<Vec<u8>>,
     /// An output was larger than its cap.
     pub over_cap: bool,
 }
@@ -47,6 +55,7 @@ pub fn collect(stdout: &[u8], bounds: &Bounds) -> Collected {
 
 fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Result<(), String> {
     let mut archive = tar::Archive::new(stdout);
+    let mut seen_optional = std::collections::HashSet::new();
     let entries = archive
         .entries()
         .map_err(|e| format!("not an archive: {e}"))?;
@@ -76,16 +85,30 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
             PDF_FILE => (&mut collected.pdf, bounds.max_pdf_bytes),
             LOG_FILE => (&mut collected.log, bounds.max_log_bytes),
             SYNCTEX_FILE => (&mut collected.synctex, bounds.max_synctex_bytes),
+            STATE_FILE | FORMAT_FILE => {
+                if !seen_optional.insert(name.clone()) {
+                    return Err(format!("entry {name:?} appears twice"));
+                }
+                let cap = match name.as_str() {
+                    STATE_FILE => MAX_STATE_BYTES,
+                    _ => MAX_FORMAT_BYTES,
+                };
+                let bytes = read_entry(&mut entry, &name, cap)?;
+                if bytes.len() as u64 > cap {
+                    continue;
+                }
+                match name.as_str() {
+                    STATE_FILE => collected.state = serde_json::from_slice(&bytes).ok(),
+                    _ => collected.format = Some(bytes),
+                }
+                continue;
+            }
             _ => return Err(format!("unexpected entry {name:?}")),
         };
         if slot.is_some() {
             return Err(format!("entry {name:?} appears twice"));
         }
-        let mut bytes = Vec::new();
-        (&mut entry)
-            .take(cap + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("unreadable entry {name:?}: {e}"))?;
+        let mut bytes = read_entry(&mut entry, &name, cap)?;
         if bytes.len() as u64 > cap {
             collected.over_cap = true;
             bytes.truncate(cap as usize);
@@ -96,6 +119,16 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
         return Err("no report".to_string());
     }
     Ok(())
+}
+
+/// Up to `cap + 1` bytes of an entry: one more than its cap tells that it was larger.
+fn read_entry(entry: &mut impl Read, name: &str, cap: u64) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    entry
+        .take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("unreadable entry {name:?}: {e}"))?;
+    Ok(bytes)
 }
 
 /// The report if it carries the nonce and every value is within what the run could produce;

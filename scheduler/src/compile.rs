@@ -4,6 +4,7 @@
 //! is lost, the job's [`JobStop`] fires.
 
 use crate::collect::{collect, is_valid_pdf, Bounds};
+use crate::compile_state::{self, PreambleCache, Prepared};
 use crate::diagnostics;
 use crate::job_spec::{deadline, job_spec, max_stdout};
 use crate::metrics;
@@ -14,7 +15,7 @@ use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{ClaimedJob, Severity};
+use texfleet_core::model::{ClaimedJob, JobStatus, Severity};
 use tracing::Instrument;
 
 pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
@@ -69,9 +70,13 @@ async fn compile_and_upload(
     stop: &JobStop,
 ) -> Result<Outcome, Interrupted> {
     let config = &context.config;
-    let spec = job_spec(config, job);
+    let mut spec = job_spec(config, job);
+    let mut prepared = compile_state::prepare(context, job).await;
+    let incremental = !prepared.previous.files.is_empty();
+    spec.preamble = prepared.preamble.clone();
+    spec.previous = std::mem::take(&mut prepared.previous);
     let nonce = spec.nonce.clone();
-    let stdin = serde_json::to_vec(&spec).expect("a job spec serializes");
+    let stdin = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
     let deadline = deadline(config, job);
     let max_stdout = max_stdout(config);
     let started = Instant::now();
@@ -156,17 +161,45 @@ async fn compile_and_upload(
     metrics::COMPILE_TIME
         .with_label_values(&[job.engine.as_str()])
         .observe(duration_ms as f64 / 1000.0);
-    let outcome = Outcome::new(
+    let mut outcome = Outcome::new(
         status,
         error,
         diagnostics,
         Some(duration_ms),
         context.sandbox.image_id().to_string(),
     );
+    outcome.preamble_cache =
+        compile_state::answer(&prepared, collected.state.as_ref()).map(PreambleCache::as_str);
+    outcome.incremental = incremental;
     let outputs = Outputs {
         log: collected.log,
         pdf: collected.pdf,
         synctex: collected.synctex,
     };
-    upload_outputs(context, job, stop, outputs, outcome).await
+    let (uploaded, ()) = tokio::join!(
+        upload_outputs(context, job, stop, outputs, outcome),
+        keep_state(
+            context,
+            job,
+            status,
+            prepared,
+            collected.state,
+            collected.format
+        ),
+    );
+    uploaded
+}
+
+/// Only a `Succeeded` compile hands its state on: a failed one's may be what failed.
+async fn keep_state(
+    context: &Context,
+    job: &ClaimedJob,
+    status: JobStatus,
+    prepared: Prepared,
+    state: Option<texfleet_sandbox::DriverState>,
+    format: Option<Vec<u8>>,
+) {
+    if status == JobStatus::Succeeded {
+        compile_state::keep(context, job, prepared, state, format).await;
+    }
 }

@@ -162,10 +162,11 @@ impl Sandbox {
         result
     }
 
-    /// Waits for the container removals still under way (at shutdown).
+    /// Waits for the container removals still under way (at shutdown, and in the bench).
     pub async fn settle(&self) {
         self.removals.close();
         self.removals.wait().await;
+        self.removals.reopen();
     }
 
     /// Creates and starts a container whose supervisor waits for one job: the warm pool's

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use std::time::Duration;
 use texfleet_core::model::ClaimedJob;
 use texfleet_core::Config;
-use texfleet_sandbox::{FileSpec, JobSpec};
+use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES};
 
 /// Room in the sandbox's stdout for the archive's own headers and the report.
 const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -32,6 +32,8 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
                 content_base64: BASE64.encode(&f.content),
             })
             .collect(),
+        preamble: Default::default(),
+        previous: Default::default(),
     }
 }
 
@@ -41,7 +43,12 @@ pub fn deadline(config: &Config, job: &ClaimedJob) -> Duration {
     Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds))
 }
 
-/// The most a run may write to stdout: every output at its cap, and the archive around them.
+/// The most a run may write to stdout: every output at its cap, what it hands on to the next
+/// compile, and the archive around them.
 pub fn max_stdout(config: &Config) -> usize {
-    config.max_pdf_bytes + config.max_log_bytes + config.max_synctex_bytes + ARCHIVE_OVERHEAD_BYTES
+    config.max_pdf_bytes
+        + config.max_log_bytes
+        + config.max_synctex_bytes
+        + (MAX_STATE_BYTES + MAX_FORMAT_BYTES) as usize
+        + ARCHIVE_OVERHEAD_BYTES
 }

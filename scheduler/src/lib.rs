@@ -19,6 +19,7 @@
 
 mod collect;
 mod compile;
+mod compile_state;
 mod deliveries;
 mod diagnostics;
 mod docker;
@@ -50,8 +51,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use warm_pool::WarmPool;
 
-pub use docker::Sandbox;
-pub use floor::{run_floor, start_floor};
+pub use docker::{Sandbox, SandboxRun};
+pub use floor::{handed_on, run_floor, start_floor};
 pub use inventory::count_sandbox_containers;
 pub use self_check::check_sandbox;
 

@@ -176,6 +176,29 @@ pub static LIMITS_HIT: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static PREAMBLE_CACHE: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_preamble_cache_total",
+        "Compiles by what the preamble format cache gave them: hit (the project's format of \
+         this preamble loaded), miss (compiled without one, preamble dumped for the next), \
+         unavailable (this preamble or engine cannot be kept as a format).",
+        &["result"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static INCREMENTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_incremental_compiles_total",
+        "Compiles by whether they started from the auxiliary files of the project's last \
+         successful compile of the same document (restored) or from none (cold).",
+        &["start"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 /// Registers every metric, each labelled series a dashboard or alert reads at zero, so that
 /// a scrape shows every name from the start (a series that appears only with its first event
 /// hides that it never happened, and breaks rates).
@@ -205,6 +228,12 @@ pub fn init() {
     }
     for result in ["deleted", "kept"] {
         RETENTION.with_label_values(&[result]);
+    }
+    for result in ["hit", "miss", "unavailable"] {
+        PREAMBLE_CACHE.with_label_values(&[result]);
+    }
+    for start in ["restored", "cold"] {
+        INCREMENTAL.with_label_values(&[start]);
     }
     for status in [JobStatus::Queued, JobStatus::Running] {
         QUEUE_JOBS.with_label_values(&[status.as_str()]);

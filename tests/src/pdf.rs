@@ -17,6 +17,21 @@ pub fn pdf_text(pdf: &[u8]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Every page of a PDF rendered in grey at 40 dpi by poppler's pdftoppm, one PGM after the
+/// other: two PDFs that render the same give the same bytes.
+pub fn pdf_pages_rendered(pdf: &[u8]) -> Vec<u8> {
+    let path = std::env::temp_dir().join(format!("texfleet-render-{}", Uuid::new_v4()));
+    std::fs::write(&path, pdf).unwrap();
+    let output = std::process::Command::new("pdftoppm")
+        .args(["-r", "40", "-gray"])
+        .arg(&path)
+        .output()
+        .expect("pdftoppm (poppler-utils)");
+    std::fs::remove_file(&path).ok();
+    assert!(output.status.success(), "pdftoppm failed on the PDF");
+    output.stdout
+}
+
 /// A PDF's bytes followed by every stream it holds, inflated where it is Flate-compressed, so
 /// that a search sees content that compression would hide.
 pub fn pdf_bytes_inflated(pdf: &[u8]) -> Vec<u8> {

@@ -2,20 +2,21 @@
 //! Overleaf, each compiled as one job and checked by what a reader would check: the text of the
 //! PDF (bibliographies resolved, indexes and glossaries printed, cross-references filled in),
 //! its images and embedded figures, and its fonts. Each is compiled twice: the two PDFs must be
-//! the same bytes (deterministic results).
+//! the same bytes (deterministic results). Then once more, with a comment added at the end of
+//! the main file, so that it starts from what the first compiles left (the preamble format and
+//! the auxiliary files): it must render the same pages.
 //!
 //! Each folder holds `project/` (the files; `main.tex` is the main document) and
 //! `expect.json`: `engine`, `contains` and `lacks` (text, whitespace folded), and optionally
 //! `images` and `forms` (at least that many image or figure objects), `fonts`, and `main`: the
-//! main document's path among the files, sent as the request's `main` instead of `main.tex`
-//! as `input_latex`.
+//! main document's path among the files, sent as the request's `main` instead of `main.tex`.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, TestApp};
+use texfleet_e2e::{pdf_objects_of_subtype, pdf_pages_rendered, pdf_text, TestApp};
 
 fn corpus() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
@@ -45,9 +46,11 @@ fn files_below(dir: &Path, base: &Path, files: &mut Vec<(String, Vec<u8>)>) {
     }
 }
 
-/// The request for a corpus project: `main.tex` as the main document and the rest as files,
-/// or every file and the main document named by `main`.
-fn request(project: &Path, expect: &Value) -> Value {
+/// The request for a corpus project: every file, and the main document named by `main`, or
+/// else `main.tex`, sent as `<name>.tex`. The whole corpus shares one texfleet project, and a
+/// document's preamble format and auxiliary files are kept per main path: each corpus project
+/// is its own document, as several documents of one project are.
+fn request(project: &Path, expect: &Value, name: &str) -> Value {
     let mut files = Vec::new();
     files_below(project, project, &mut files);
     let mut request = json!({ "engine": expect["engine"], "timeout_seconds": 120 });
@@ -56,16 +59,33 @@ fn request(project: &Path, expect: &Value) -> Value {
         request["main"] = json!(main);
     } else {
         let main = files
-            .iter()
-            .position(|(path, _)| path == "main.tex")
+            .iter_mut()
+            .find(|(path, _)| path == "main.tex")
             .expect("main.tex");
-        let (_, main) = files.remove(main);
-        request["input_latex"] = json!(String::from_utf8(main).unwrap());
+        main.0 = format!("{name}.tex");
+        request["main"] = json!(main.0);
     }
     request["files"] = files
         .into_iter()
         .map(|(path, content)| json!({ "path": path, "content_base64": BASE64.encode(content) }))
         .collect();
+    request
+}
+
+/// The same request with a comment appended to the main file: the same document, but not the
+/// same request, so the result cache does not answer it.
+fn with_comment(mut request: Value) -> Value {
+    const COMMENT: &str = "\n% edited\n";
+    let main = request["main"].as_str().unwrap().to_string();
+    for file in request["files"].as_array_mut().unwrap() {
+        if file["path"] == main.as_str() {
+            let mut content = BASE64
+                .decode(file["content_base64"].as_str().unwrap())
+                .unwrap();
+            content.extend_from_slice(COMMENT.as_bytes());
+            file["content_base64"] = json!(BASE64.encode(content));
+        }
+    }
     request
 }
 
@@ -133,11 +153,15 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
     for entry in corpus() {
         let expect: Value =
             serde_json::from_slice(&std::fs::read(entry.join("expect.json")).unwrap()).unwrap();
-        let request = request(&entry.join("project"), &expect);
-        let [job, again] = [app.submit(request.clone()).await, app.submit(request).await]
-            .map(|job| job["id"].as_str().unwrap().to_string());
         let name = entry.file_name().unwrap().to_string_lossy().into_owned();
-        submitted.push((name, expect, job, again));
+        let request = request(&entry.join("project"), &expect, &name);
+        let [job, again] = [
+            app.submit(request.clone()).await,
+            app.submit(request.clone()).await,
+        ]
+        .map(|job| job["id"].as_str().unwrap().to_string());
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        submitted.push((name, expect, job, again, request));
     }
     assert!(
         submitted.len() >= 9,
@@ -145,9 +169,14 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
         submitted.len()
     );
     let mut failures = Vec::new();
-    for (name, expect, id, again) in &submitted {
+    let mut later = Vec::new();
+    for (name, expect, id, again, request) in &submitted {
         let job = app.wait_terminal(id, Duration::from_secs(300)).await;
         let second = app.wait_terminal(again, Duration::from_secs(300)).await;
+        if job["status"] == "Succeeded" {
+            let next = app.submit(with_comment(request.clone())).await;
+            later.push((name, expect, id, next["id"].as_str().unwrap().to_string()));
+        }
         let checked = match check(&app, name, expect, &job).await {
             Ok(()) if second["status"] != "Succeeded" => {
                 Err(format!("{name}: the second compile: {second:#}"))
@@ -176,5 +205,35 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
             failures.push(format!("{problem}\n--- end of its log:\n{tail}"));
         }
     }
+    let mut hits = Vec::new();
+    for (name, expect, first, id) in later {
+        let job = app.wait_terminal(&id, Duration::from_secs(300)).await;
+        if job["preamble_cache"] == "hit" {
+            hits.push(name.clone());
+        }
+        let checked = match check(&app, name, expect, &job).await {
+            Ok(()) if job["incremental"] != true => Err(format!(
+                "{name}: the later compile did not start from the first's files: {job:#}"
+            )),
+            Ok(())
+                if pdf_pages_rendered(&app.pdf_of(first).await)
+                    != pdf_pages_rendered(&app.pdf_of(&id).await) =>
+            {
+                Err(format!(
+                    "{name}: the later compile ({}) renders differently",
+                    job["preamble_cache"]
+                ))
+            }
+            checked => checked,
+        };
+        if let Err(problem) = checked {
+            failures.push(format!("{problem} (job {id})"));
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // Most of the corpus keeps its preamble as a format; the rest say why in their logs.
+    assert!(
+        hits.len() * 2 >= submitted.len(),
+        "preamble format loaded only by {hits:?}"
+    );
 }

@@ -69,7 +69,9 @@ pub struct CompileOptions {
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).
     #[schema(minimum = 1)]
     timeout_seconds: Option<u32>,
-    /// Reuse the result of an identical earlier job of the project, if one is retained.
+    /// Reuse the result of an identical earlier job of the project, if one is retained, and
+    /// start from the preamble format and auxiliary files of the document's last compile.
+    /// `false`: a compile from nothing.
     /// Default true.
     cache: Option<bool>,
 }

@@ -4,10 +4,14 @@
 use super::*;
 
 /// API ingest and the queue alone, on a database of their own that no scheduler serves.
-pub(super) async fn ingest_and_queue(config: &Config, args: &BenchArgs) -> anyhow::Result<()> {
+pub(super) async fn ingest_and_queue(
+    config: &Config,
+    args: &BenchArgs,
+    figures: &mut Figures,
+) -> anyhow::Result<()> {
     let name = format!("texfleet_bench_{}", Uuid::new_v4().simple());
     let owner_url = db::create_database(&config.database_url, &name).await?;
-    let result = ingest_and_queue_in(config, args, &owner_url).await;
+    let result = ingest_and_queue_in(config, args, &owner_url, figures).await;
     db::drop_database(&config.database_url, &name).await?;
     result
 }
@@ -16,6 +20,7 @@ async fn ingest_and_queue_in(
     config: &Config,
     args: &BenchArgs,
     owner_url: &str,
+    figures: &mut Figures,
 ) -> anyhow::Result<()> {
     db::migrate(owner_url).await?;
     let rename = |url: &str| {
@@ -54,7 +59,7 @@ async fn ingest_and_queue_in(
     }));
 
     let client = Client::new(&ServerArgs::new(url, secret, project));
-    let body = json!({ "project_id": project, "input_latex": DOCUMENTS[0].main, "cache": false });
+    let body = json!({ "project_id": project, "input_latex": HELLO.main, "cache": false });
     let sent = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
     let started = Instant::now();
@@ -84,6 +89,11 @@ async fn ingest_and_queue_in(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let latencies = latencies.lock().expect("latencies").clone();
+    figures.ingest = json!({
+        "requests": latencies.len(), "concurrency": args.ingest_concurrency,
+        "per_second": latencies.len() as f64 / elapsed,
+        "p50_ms": ms(percentile(&latencies, 0.5)), "p99_ms": ms(percentile(&latencies, 0.99)),
+    });
     println!(
         "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms",
         latencies.len(),
@@ -137,6 +147,11 @@ async fn ingest_and_queue_in(
         worker??;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    figures.queue = json!({
+        "jobs": completions.load(Ordering::Relaxed), "workers": args.queue_workers,
+        "claims_per_second": claims.load(Ordering::Relaxed) as f64 / elapsed,
+        "completions_per_second": completions.load(Ordering::Relaxed) as f64 / elapsed,
+    });
     println!(
         "queue alone ({} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s",
         completions.load(Ordering::Relaxed),

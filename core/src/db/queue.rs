@@ -67,7 +67,7 @@ pub async fn claim_jobs(
                              lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
              FROM claimable WHERE jobs.id = claimable.id
              RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
-                       jobs.timeout_seconds, jobs.attempts, jobs.main_path,
+                       jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
                        extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
                        extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
                            AS source_date_epoch",
@@ -110,6 +110,7 @@ pub async fn claim_jobs(
                 waited_seconds: row.get("waited"),
                 source_date_epoch: row.get("source_date_epoch"),
                 main: row.get("main_path"),
+                use_cache: row.get("use_cache"),
                 files: files.remove(&id).unwrap_or_default(),
             })
         })
@@ -268,6 +269,10 @@ pub struct Outcome {
     pub synctex_sha256: Option<String>,
     /// The sandbox image that compiled it (the result cache reuses only the same image's).
     pub image_id: String,
+    /// The preamble format cache's answer (`hit`, `miss`, `unavailable`), if it was asked.
+    pub preamble_cache: Option<&'static str>,
+    /// Whether the compile started from the last compile's auxiliary files.
+    pub incremental: bool,
 }
 
 impl Outcome {
@@ -291,6 +296,8 @@ impl Outcome {
             log_sha256: None,
             synctex_sha256: None,
             image_id,
+            preamble_cache: None,
+            incremental: false,
         }
     }
 }
@@ -314,7 +321,8 @@ pub async fn finish_job(
                              lease_expires_at = NULL, error_code = $4, error_message = $5,
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
                              duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
-                             image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14
+                             image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14,
+                             preamble_cache = $15, incremental = $16
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
             &[
@@ -332,6 +340,8 @@ pub async fn finish_job(
                 &outcome.image_id,
                 &outcome.synctex_storage_key,
                 &outcome.synctex_sha256,
+                &outcome.preamble_cache,
+                &outcome.incremental,
             ],
         )
         .await?;

@@ -119,8 +119,8 @@ pub(crate) async fn insert_job_drawing_ids(
                             &format!(
                                 "INSERT INTO jobs (id, project_id, engine, halt_on_error,
                                      timeout_seconds, max_attempts, idempotency_key, request_hash,
-                                     input_hash, main_path)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                                     input_hash, main_path, use_cache)
+                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                                  ON CONFLICT DO NOTHING
                                  RETURNING {JOB_COLUMNS}"
                             ),
@@ -135,6 +135,7 @@ pub(crate) async fn insert_job_drawing_ids(
                                 &request_hash,
                                 &inputs,
                                 &job.main,
+                                &job.use_cache,
                             ],
                         )
                         .await?

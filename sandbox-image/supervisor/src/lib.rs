@@ -1,7 +1,8 @@
 //! The protocol between the scheduler and the supervisor inside a sandbox container.
 //!
-//! The scheduler attaches to the container and writes one [`JobSpec`] as JSON to its stdin,
-//! then closes stdin. The supervisor compiles and writes a tar archive to stdout: first
+//! The scheduler attaches to the container and writes one [`JobSpec`] as JSON on one line to
+//! its stdin, followed by the raw bytes of a preamble format when the spec says so
+//! ([`job_input`], [`read_job`]), then closes stdin. The supervisor compiles and writes a tar archive to stdout: first
 //! [`REPORT_FILE`] (a [`Report`] as JSON, carrying the job's nonce), then, when they exist,
 //! [`PDF_FILE`], [`LOG_FILE`] and [`SYNCTEX_FILE`], each once.
 //!
@@ -11,11 +12,21 @@
 //! sizes, the nonce and every value of the report.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, Read};
 
 pub const REPORT_FILE: &str = "report.json";
 pub const PDF_FILE: &str = "output.pdf";
 pub const LOG_FILE: &str = "output.log";
 pub const SYNCTEX_FILE: &str = "output.synctex.gz";
+/// The preamble's format, dumped by a job asked to ([`Preamble::Dump`]), in the main folder.
+pub const FORMAT_FILE: &str = "output.fmt";
+/// What the compile driver leaves for the scheduler: a [`DriverState`] as JSON.
+pub const STATE_FILE: &str = "state.json";
+/// The largest format the scheduler keeps; a larger one is dropped, not truncated.
+pub const MAX_FORMAT_BYTES: u64 = 64 * 1024 * 1024;
+/// The largest [`STATE_FILE`]; auxiliary files that do not fit are not kept.
+pub const MAX_STATE_BYTES: u64 = 8 * 1024 * 1024;
 /// The job name of every engine run, so that outputs are `output.pdf`, `output.log`, ...
 pub const JOB_NAME: &str = "output";
 /// The main document when the request sends it as `input_latex`.
@@ -48,9 +59,89 @@ pub struct JobSpec {
     /// `SOURCE_DATE_EPOCH` of the compile: the dates it writes, `\today` included.
     pub source_date_epoch: i64,
     pub files: Vec<FileSpec>,
+    /// What to do with the preamble format cache.
+    #[serde(default)]
+    pub preamble: Preamble,
+    /// What the last successful compile of the same document in the same project left.
+    #[serde(default)]
+    pub previous: CompileState,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The preamble format cache's part in a compile (see ARCHITECTURE.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "action")]
+pub enum Preamble {
+    /// Compile as usual.
+    #[default]
+    Plain,
+    /// Compile as usual, then dump the preamble into [`FORMAT_FILE`] for later compiles.
+    Dump,
+    /// Compile with the format that follows the spec on stdin, `format_bytes` long: the
+    /// project's own, dumped from the same preamble and files. Raw, not in the JSON: it is
+    /// megabytes, and base64 in JSON costs more to read than the pass it saves.
+    Load { format_bytes: u64 },
+}
+
+/// A job's stdin: the spec as one line of JSON (serde_json escapes every newline inside it),
+/// then the format of [`Preamble::Load`].
+pub fn job_input(spec: &JobSpec, format: &[u8]) -> Vec<u8> {
+    let mut input = serde_json::to_vec(spec).expect("a job spec serializes");
+    input.push(b'\n');
+    input.extend_from_slice(format);
+    input
+}
+
+/// Reads what [`job_input`] wrote: the spec, at most `max_spec_bytes` of it, and the format
+/// it announces (empty without one).
+pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(JobSpec, Vec<u8>)> {
+    let mut line = Vec::new();
+    input.take(max_spec_bytes).read_until(b'\n', &mut line)?;
+    let spec: JobSpec = serde_json::from_slice(&line).map_err(io::Error::other)?;
+    let mut format = Vec::new();
+    if let Preamble::Load { format_bytes } = spec.preamble {
+        if format_bytes > MAX_FORMAT_BYTES {
+            return Err(io::Error::other("the format is larger than its cap"));
+        }
+        input.take(format_bytes).read_to_end(&mut format)?;
+        if format.len() as u64 != format_bytes {
+            return Err(io::Error::other("the format ended early"));
+        }
+    }
+    Ok((spec, format))
+}
+
+/// The auxiliary files (`.aux`, `.bbl`, `.toc`, ...) of a compile, at paths relative to the
+/// main document's folder, and the input signature each tool last ran on, so that the next
+/// compile of the same document starts where this one ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompileState {
+    pub files: Vec<FileSpec>,
+    pub tools: BTreeMap<String, u64>,
+}
+
+/// What the compile driver leaves in [`STATE_FILE`]. Written by the compile's user: the
+/// scheduler bounds it and keeps it for the same project's same document only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverState {
+    pub next: CompileState,
+    pub dump: Option<Dump>,
+    /// A format was given and the engine could not load it; the compile ran without it.
+    #[serde(default)]
+    pub format_refused: bool,
+}
+
+/// What came of [`Preamble::Dump`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Dump {
+    /// [`FORMAT_FILE`] holds the preamble; it read these files of the job (paths relative to
+    /// the work directory) and nothing else outside TeX's own trees.
+    Built { reads: Vec<String> },
+    /// The preamble cannot be kept as a format, and why.
+    Refused { why: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSpec {
     pub path: String,
     pub content_base64: String,
@@ -106,4 +197,35 @@ pub struct Check {
     pub name: String,
     pub ok: bool,
     pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_input_carries_the_spec_then_the_raw_format() {
+        let spec = JobSpec {
+            nonce: "n".into(),
+            engine: "pdflatex".into(),
+            halt_on_error: false,
+            timeout_seconds: 1,
+            max_pdf_bytes: 1,
+            max_log_bytes: 1,
+            max_synctex_bytes: 1,
+            main: MAIN_FILE.into(),
+            source_date_epoch: 0,
+            files: vec![FileSpec {
+                path: "a\nb".into(),
+                content_base64: String::new(),
+            }],
+            preamble: Preamble::Load { format_bytes: 4 },
+            previous: CompileState::default(),
+        };
+        let input = job_input(&spec, b"\n\0fm");
+        let (read, format) = read_job(&mut input.as_slice(), 1 << 20).unwrap();
+        assert_eq!(read.files, spec.files);
+        assert_eq!(format, b"\n\0fm");
+        assert!(read_job(&mut &input[..input.len() - 1], 1 << 20).is_err());
+    }
 }

@@ -23,7 +23,7 @@ mod supervise;
 use std::io::{self, Read};
 
 /// Largest job spec accepted on stdin (sources are base64 inside JSON).
-const MAX_SPEC_BYTES: u64 = 128 * 1024 * 1024;
+pub const MAX_SPEC_BYTES: u64 = 128 * 1024 * 1024;
 
 fn main() {
     let mode = std::env::args().nth(1);

@@ -12,6 +12,9 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 use texfleet_sandbox::{Limit, Report};
 
+/// Where the compile driver leaves its [`texfleet_sandbox::DriverState`] for the supervisor.
+pub const DRIVER_STATE: &str = "/tmp/texfleet-state.json";
+
 /// What may be left of the work directory when it counts as full.
 const NEARLY_FULL_BYTES: u64 = 1024 * 1024;
 const NEARLY_FULL_INODES: u64 = 16;
@@ -78,7 +81,8 @@ fn open_beneath(root: &Path, relative: &Path) -> io::Result<File> {
 }
 
 /// Reads `directory/name` below `root` only if it is a regular file with one link, reached
-/// without following a symlink ([`open_beneath`]), and only up to its cap.
+/// without following a symlink ([`open_beneath`]), and only up to its cap: a larger one is
+/// truncated and the compile hit its output limit.
 pub fn take_output(
     root: &Path,
     directory: &Path,
@@ -86,7 +90,40 @@ pub fn take_output(
     cap: u64,
     report: &mut Report,
 ) -> Option<Vec<u8>> {
-    let file = match open_beneath(root, &directory.join(name)) {
+    let mut content = take(root, &directory.join(name), cap, report)?;
+    if content.len() as u64 > cap {
+        content.truncate(cap as usize);
+        report.limit.get_or_insert(Limit::Output);
+        report
+            .notes
+            .push(format!("{name}: larger than {cap} bytes; truncated"));
+    }
+    Some(content)
+}
+
+/// [`take_output`] for what only speeds up later compiles: a file larger than its cap is
+/// left out, and the compile's verdict is not touched.
+pub fn take_optional(
+    root: &Path,
+    relative: &Path,
+    cap: u64,
+    report: &mut Report,
+) -> Option<Vec<u8>> {
+    let content = take(root, relative, cap, report)?;
+    if content.len() as u64 > cap {
+        report.notes.push(format!(
+            "{}: larger than {cap} bytes; not kept",
+            relative.display()
+        ));
+        return None;
+    }
+    Some(content)
+}
+
+/// Up to `cap + 1` bytes of the regular, singly linked file at `relative` below `root`.
+fn take(root: &Path, relative: &Path, cap: u64, report: &mut Report) -> Option<Vec<u8>> {
+    let name = relative.display();
+    let file = match open_beneath(root, relative) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return None,
         Err(error) => {
@@ -105,13 +142,6 @@ pub fn take_output(
     if let Err(error) = (&file).take(cap + 1).read_to_end(&mut content) {
         report.notes.push(format!("{name}: read failed: {error}"));
         return None;
-    }
-    if content.len() as u64 > cap {
-        content.truncate(cap as usize);
-        report.limit.get_or_insert(Limit::Output);
-        report
-            .notes
-            .push(format!("{name}: larger than {cap} bytes; truncated"));
     }
     Some(content)
 }

@@ -7,7 +7,7 @@
 //! only verdict the scheduler reads is this one.
 
 use crate::confine;
-use crate::outputs::{append, disk_limit_reached, take_output};
+use crate::outputs::{append, disk_limit_reached, take_optional, take_output, DRIVER_STATE};
 use crate::privileges;
 use crate::process::{self, Exit, Program};
 use nix::fcntl::OFlag;
@@ -21,7 +21,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use texfleet_sandbox::{
-    JobSpec, Limit, Report, LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, WORK_DIR,
+    job_input, read_job, JobSpec, Limit, Preamble, Report, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES,
+    MAX_STATE_BYTES, PDF_FILE, REPORT_FILE, STATE_FILE, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// This program, executed again as the compile driver.
@@ -32,13 +33,13 @@ const STOP_GRACE_SECONDS: u32 = 1;
 
 pub fn run() -> io::Result<()> {
     privileges::become_supervisor()?;
-    let mut spec: JobSpec = crate::read_stdin_json()?;
+    let (mut spec, format) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
     let nonce = std::mem::take(&mut spec.nonce);
     // Orphans of the compile are re-parented to us, so we can reap every one of them. Best
     // effort: gVisor lacks it, and there Docker's init reaps them (kill(-1) still kills them).
     let subreaper = nix::sys::prctl::set_child_subreaper(true);
     let started = Instant::now();
-    let exit = compile(&spec)?;
+    let exit = compile(&spec, &format)?;
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(io::Error::other)?;
     let cpu = usage.user_time() + usage.system_time();
     let mut report = Report {
@@ -83,6 +84,25 @@ pub fn run() -> io::Result<()> {
         (SYNCTEX_FILE, spec.max_synctex_bytes),
     ]
     .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
+    // For later compiles of the project's document: the driver's state, and the format when
+    // one was asked for (a file of that name is otherwise the document's own).
+    let driver_state = Path::new(DRIVER_STATE);
+    let state = take_optional(
+        driver_state.parent().unwrap_or(Path::new("/")),
+        Path::new(driver_state.file_name().unwrap_or_default()),
+        MAX_STATE_BYTES,
+        &mut report,
+    );
+    let format = (spec.preamble == Preamble::Dump)
+        .then(|| {
+            take_optional(
+                root,
+                &directory.join(FORMAT_FILE),
+                MAX_FORMAT_BYTES,
+                &mut report,
+            )
+        })
+        .flatten();
 
     let mut archive = tar::Builder::new(io::stdout().lock());
     append(
@@ -90,7 +110,8 @@ pub fn run() -> io::Result<()> {
         REPORT_FILE,
         &serde_json::to_vec(&report).map_err(io::Error::other)?,
     )?;
-    for (name, content) in outputs {
+    let kept = [(STATE_FILE, state), (FORMAT_FILE, format)];
+    for (name, content) in outputs.into_iter().chain(kept) {
         if let Some(content) = content {
             append(&mut archive, name, &content)?;
         }
@@ -105,7 +126,7 @@ pub fn main_directory(spec: &JobSpec) -> &Path {
 
 /// Runs the compile driver as the compile's user until it ends or the deadline passes, then
 /// kills and reaps everything the compile started.
-fn compile(spec: &JobSpec) -> io::Result<Exit> {
+fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<Exit> {
     // Close-on-exec: only the reader, made the driver's stdin, reaches it; nothing of the
     // compile inherits the writer.
     let (spec_reader, spec_writer) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::other)?;
@@ -119,7 +140,7 @@ fn compile(spec: &JobSpec) -> io::Result<Exit> {
     drop(spec_reader);
     // The driver reads the whole spec before it starts anything; it may die first (EPIPE).
     let mut writer = std::fs::File::from(spec_writer);
-    let _ = serde_json::to_writer(&mut writer, spec);
+    let _ = writer.write_all(&job_input(spec, format));
     drop(writer);
 
     arm_deadline(spec.timeout_seconds)?;

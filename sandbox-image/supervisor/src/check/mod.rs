@@ -98,6 +98,8 @@ fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
         main: String::new(),
         source_date_epoch: 0,
         files: Vec::new(),
+        preamble: Default::default(),
+        previous: Default::default(),
     };
     let (reader, writer) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::other)?;

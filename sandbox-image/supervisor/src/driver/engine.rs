@@ -39,8 +39,15 @@ impl Engine {
         }
     }
 
-    /// One pass over `main` (a checked file name in the current folder).
-    pub fn pass(self, main: &str, halt_on_error: bool, environment: &[String]) -> Program {
+    /// One pass over `main` (a checked file name in the current folder), with the preamble
+    /// format at the absolute path `format` when there is one.
+    pub fn pass(
+        self,
+        main: &str,
+        halt_on_error: bool,
+        format: Option<&str>,
+        environment: &[String],
+    ) -> Program {
         let lua_sandbox = format!("--lua={LUA_SANDBOX}");
         let (path, extra): (&str, &[&str]) = match self {
             Engine::Pdflatex => ("/usr/bin/pdflatex", &[]),
@@ -68,9 +75,36 @@ impl Engine {
         if halt_on_error {
             args.push("-halt-on-error");
         }
+        // kpathsea takes formats from TeX's trees only; this one is named by its full path.
+        let format = format.map(|path| format!("-fmt={path}"));
+        args.extend(format.as_deref());
         args.push(&first_line);
         // With shell escape off and every mktex* program deleted, an engine starts nothing.
         Program::new(path, &args, environment).starting_only(&[])
+    }
+
+    /// Dumps the preamble of `main` into `output.fmt` with mylatexformat, under the job's own
+    /// name so that `\jobname` in the preamble means what it means in a pass. None for
+    /// LuaTeX, whose formats cannot hold what luaotfload loads through Lua.
+    pub fn dump(self, main: &str, environment: &[String]) -> Option<Program> {
+        let (path, format) = match self {
+            Engine::Pdflatex => ("/usr/bin/pdflatex", "&pdflatex"),
+            Engine::Xelatex => ("/usr/bin/xelatex", "&xelatex"),
+            Engine::Lualatex => return None,
+        };
+        let job_name = format!("-jobname={JOB_NAME}");
+        let args = [
+            "-ini",
+            "-interaction=nonstopmode",
+            "-halt-on-error",
+            "-no-shell-escape",
+            "-recorder",
+            &job_name,
+            format,
+            "mylatexformat.ltx",
+            main,
+        ];
+        Some(Program::new(path, &args, environment).starting_only(&[]))
     }
 
     /// What a pass writes: the PDF, or for XeTeX the `.xdv` that [`Engine::finish`] converts.
@@ -104,7 +138,7 @@ mod tests {
     #[test]
     fn every_engine_runs_without_shell_escape_under_its_fixed_job_name() {
         for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
-            let program = engine.pass("main.tex", true, &[]);
+            let program = engine.pass("main.tex", true, None, &[]);
             for expected in [
                 "-no-shell-escape",
                 "-jobname=output",
@@ -120,7 +154,7 @@ mod tests {
             assert!(program.args.last().unwrap().contains("main.tex"));
             assert!(program.path.starts_with("/usr/bin/"));
         }
-        let lua = Engine::Lualatex.pass("main.tex", false, &[]);
+        let lua = Engine::Lualatex.pass("main.tex", false, None, &[]);
         assert!(lua.args.iter().any(|a| a == "--nosocket"));
         assert!(lua
             .args
@@ -131,7 +165,7 @@ mod tests {
             "\\directlua{texfleet_sandbox_finish()}\\input{main.tex}"
         );
         assert!(!lua.args.iter().any(|a| a == "-halt-on-error"));
-        let xe = Engine::Xelatex.pass("main.tex", false, &[]);
+        let xe = Engine::Xelatex.pass("main.tex", false, None, &[]);
         assert!(xe.args.iter().any(|a| a == "-no-pdf"));
         let finish = Engine::Xelatex.finish(&[]).unwrap();
         assert_eq!(finish.path, XDVIPDFMX);
@@ -140,5 +174,17 @@ mod tests {
             .windows(2)
             .any(|w| w == ["-D", XDVIPDFMX_COMMAND]));
         assert!(Engine::Pdflatex.finish(&[]).is_none());
+        let with_format = Engine::Pdflatex.pass("main.tex", false, Some("/work/output.fmt"), &[]);
+        assert!(with_format
+            .args
+            .iter()
+            .any(|a| a == "-fmt=/work/output.fmt"));
+        let dump = Engine::Pdflatex.dump("main.tex", &[]).unwrap();
+        assert!(dump
+            .args
+            .windows(3)
+            .any(|w| w == ["&pdflatex", "mylatexformat.ltx", "main.tex"]));
+        assert!(dump.args.iter().any(|a| a == "-no-shell-escape"));
+        assert!(Engine::Lualatex.dump("main.tex", &[]).is_none());
     }
 }

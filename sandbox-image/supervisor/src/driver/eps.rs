@@ -90,7 +90,7 @@ fn ghostscript(input: &Path, output: &Path, environment: &[String]) -> Program {
     .starting_only(&[])
 }
 
-fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {
+pub fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {
     [
         (Resource::RLIMIT_CPU, cpu_seconds),
         (Resource::RLIMIT_AS, MEMORY_BYTES),

@@ -10,7 +10,7 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
@@ -76,11 +76,13 @@ pub struct Recorded {
 
 pub fn read_recorder(fls: &Path, folder: &Path) -> Recorded {
     let mut recorded = Recorded::default();
+    // A document may write tens of thousands of files: each is listed once, found in O(1).
+    let mut seen: HashSet<(bool, PathBuf)> = HashSet::new();
     let text = fs::read(fls).unwrap_or_default();
     for line in String::from_utf8_lossy(&text).lines() {
-        let (list, name) = match line.split_once(' ') {
-            Some(("INPUT", name)) => (&mut recorded.inputs, name),
-            Some(("OUTPUT", name)) => (&mut recorded.outputs, name),
+        let (is_output, list, name) = match line.split_once(' ') {
+            Some(("INPUT", name)) => (false, &mut recorded.inputs, name),
+            Some(("OUTPUT", name)) => (true, &mut recorded.outputs, name),
             _ => continue,
         };
         let path = Path::new(name);
@@ -94,7 +96,7 @@ pub fn read_recorder(fls: &Path, folder: &Path) -> Recorded {
                 .filter(|c| !matches!(c, Component::CurDir))
                 .collect()
         };
-        if is_plain_relative(&relative) && !list.contains(&relative) {
+        if is_plain_relative(&relative) && seen.insert((is_output, relative.clone())) {
             list.push(relative);
         }
     }

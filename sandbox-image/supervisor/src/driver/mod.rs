@@ -19,9 +19,12 @@ mod files;
 mod glossaries;
 mod indexes;
 mod names;
+mod preamble;
+mod state;
 mod tools;
 
 use crate::confine;
+use crate::outputs::DRIVER_STATE;
 use crate::process::{self, Exit};
 use engine::Engine;
 use landlock::RulesetStatus;
@@ -32,7 +35,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use texfleet_sandbox::{JobSpec, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR};
+use texfleet_sandbox::{read_job, DriverState, Preamble, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR};
 use tools::Tools;
 
 /// latexmk's default limit of runs.
@@ -53,7 +56,8 @@ pub fn run() -> io::Result<()> {
     // The compile runs as our user: without this, it could write into our memory through
     // /proc/<pid>/mem and change the exit status. Children are dumpable again after exec.
     nix::sys::prctl::set_dumpable(false).map_err(io::Error::other)?;
-    let spec: JobSpec = crate::read_stdin_json()?;
+    let started = std::time::Instant::now();
+    let (spec, format_bytes) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let action = SigAction::new(
         SigHandler::Handler(on_interrupt),
@@ -73,7 +77,8 @@ pub fn run() -> io::Result<()> {
         )));
     }
     let main = Path::new(&spec.main);
-    let folder = work.join(main.parent().unwrap_or(Path::new("")));
+    let main_folder = main.parent().unwrap_or(Path::new(""));
+    let folder = work.join(main_folder);
     std::env::set_current_dir(&folder)?;
     let main_name = main
         .file_name()
@@ -93,7 +98,23 @@ pub fn run() -> io::Result<()> {
         copy_font_names();
     }
     eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
-    let mut succeeded = compile(&mut tools, engine, main_name, &folder, spec.halt_on_error);
+    let restored = state::restore(&mut tools, &spec.previous);
+    let mut format = Format {
+        path: match &spec.preamble {
+            Preamble::Load { .. } => preamble::install(&mut tools, &format_bytes, main_folder),
+            _ => None,
+        },
+        ..Format::default()
+    };
+    let mut succeeded = compile(
+        &mut tools,
+        engine,
+        main_name,
+        &folder,
+        spec.halt_on_error,
+        &mut format,
+        restored,
+    );
     if let Some(finish) = engine.finish(&environment) {
         // Only the finishing step writes this engine's PDF: a file of that name the document
         // wrote (with no page typeset, there is no .xdv) goes first.
@@ -107,6 +128,28 @@ pub fn run() -> io::Result<()> {
             succeeded &= tools.run(&finish).is_some_and(Exit::success);
         }
     }
+    let sources: Vec<String> = spec.files.iter().map(|file| file.path.clone()).collect();
+    // The dump and its check take about two passes: a compile that used half of its time
+    // would risk its timeout for what only speeds up the next one.
+    let time_left = started.elapsed().as_secs() * 2 < u64::from(spec.timeout_seconds);
+    if spec.preamble == Preamble::Dump && succeeded && !time_left {
+        tools.skip("keeping the preamble as a format: half of the timeout is spent".into());
+    }
+    let dump = (spec.preamble == Preamble::Dump && succeeded && time_left).then(|| {
+        let halt = spec.halt_on_error;
+        preamble::dump(&mut tools, engine, main_name, main_folder, &sources, halt)
+    });
+    let sources_here: Vec<PathBuf> = sources
+        .iter()
+        .filter_map(|path| Path::new(path).strip_prefix(main_folder).ok())
+        .map(Path::to_path_buf)
+        .collect();
+    let driver_state = DriverState {
+        next: state::next(&tools, &folder, &sources_here),
+        dump,
+        format_refused: format.blamed,
+    };
+    write_driver_state(&driver_state)?;
     append_to_log(&tools.trace)?;
     if !succeeded {
         std::process::exit(ENGINE_FAILED);
@@ -130,25 +173,35 @@ fn copy_font_names() {
 }
 
 /// Runs passes and tools until nothing read changes. True when the last pass ended well.
+/// `format` is the preamble format to load; a pass that fails with it runs again without it,
+/// and the rest of the compile goes on without it. `restored` are the auxiliary files of the
+/// last compile, watched like those a pass writes.
 fn compile(
     tools: &mut Tools,
     engine: Engine,
     main: &str,
     folder: &Path,
     halt_on_error: bool,
+    format: &mut Format,
+    restored: Vec<PathBuf>,
 ) -> bool {
     let environment = tools.environment.clone();
     // Every file a pass wrote, so that the next pass can tell whether it changed.
-    let mut generated: Vec<PathBuf> = Vec::new();
+    let mut generated: Vec<PathBuf> = restored;
     let mut ended_well = false;
-    for pass in 1..=MAX_PASSES {
+    let mut pass = 0;
+    while pass < MAX_PASSES {
+        pass += 1;
         if STOP.load(Ordering::SeqCst) {
             return false;
         }
         let before = files::fingerprints(&generated);
         // A pass that writes no output must not leave the last one's behind.
         let _ = fs::remove_file(engine.pass_output());
-        let ran = process::run(&engine.pass(main, halt_on_error, &environment), None, &[]);
+        let program = engine.pass(main, halt_on_error, format.path.as_deref(), &environment);
+        let started = std::time::Instant::now();
+        let ran = process::run(&program, None, &[]);
+        let took = started.elapsed().as_millis();
         process::end_strays();
         let exit = match ran {
             Ok(exit) => exit,
@@ -158,13 +211,24 @@ fn compile(
             }
         };
         tools.trace.push(format!(
-            "texfleet: {} pass {pass} ({})",
+            "texfleet: {} pass {pass} ({}, {took} ms)",
             engine.name(),
             tools::describe(exit)
         ));
         let recorded = files::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
+        if format.path.is_some() && !exit.success() {
+            tools.trace.push(format!(
+                "texfleet: pass {pass} failed with the project's preamble format; again without it"
+            ));
+            format.path = None;
+            format.retried = true;
+            pass -= 1;
+            continue;
+        }
+        // Failing with the format and not without it, the format is at fault.
+        format.blamed |= std::mem::take(&mut format.retried) && exit.success();
         ended_well = exit.success() && !STOP.load(Ordering::SeqCst);
         let failed = halt_on_error && !exit.success();
         if STOP.load(Ordering::SeqCst) || failed || !Path::new(&engine.pass_output()).exists() {
@@ -192,6 +256,17 @@ fn compile(
     ended_well
 }
 
+/// The preamble format a compile loads, and what became of it.
+#[derive(Default)]
+struct Format {
+    /// Its full path, while the passes load it.
+    path: Option<String>,
+    /// The last pass failed with it and runs again without it.
+    retried: bool,
+    /// A pass failed with it and succeeded without it: the format is not to be used again.
+    blamed: bool,
+}
+
 /// Whether a file the pass read was different before it.
 fn changed_during_pass(inputs: &[PathBuf], before: &BTreeMap<PathBuf, Option<u64>>) -> bool {
     inputs.iter().any(|input| {
@@ -212,6 +287,19 @@ fn is_trivial_aux(path: &Path) -> bool {
                 line.is_empty() || line == "\\relax" || line.starts_with("\\gdef \\@abspage@last{")
             })
         })
+}
+
+/// Leaves what the next compile of this document may use for the supervisor to take out.
+fn write_driver_state(state: &DriverState) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(DRIVER_STATE)?;
+    let mut writer = io::BufWriter::new(file);
+    serde_json::to_writer(&mut writer, state).map_err(io::Error::other)?;
+    writer.flush()
 }
 
 /// The trace goes at the end of the job's log, where users look.

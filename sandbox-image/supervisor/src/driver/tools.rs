@@ -5,7 +5,7 @@
 use super::files::fingerprint;
 use crate::process::{self, Exit, Program};
 use nix::sys::resource::Resource;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
 
@@ -92,6 +92,23 @@ impl Tools {
                 None
             }
         }
+    }
+
+    /// Takes the input signatures of an earlier compile's tool runs, whose outputs were restored.
+    pub fn remember(&mut self, signatures: &BTreeMap<String, u64>) {
+        self.last_inputs.extend(
+            signatures
+                .iter()
+                .map(|(tool, signature)| (tool.clone(), *signature)),
+        );
+    }
+
+    /// The input signature of each tool's last run, for the next compile.
+    pub fn signatures(&self) -> BTreeMap<String, u64> {
+        self.last_inputs
+            .iter()
+            .map(|(tool, signature)| (tool.clone(), *signature))
+            .collect()
     }
 
     /// Records that a step was not taken, and why.

@@ -1,0 +1,244 @@
+//! The preamble format cache, inside the sandbox: dumping a document's preamble into a format
+//! after a compile ([`dump`]), and installing a format the scheduler brings back for a later
+//! compile of the same project's document ([`install`]).
+//!
+//! A format is kept only when it is the preamble and nothing else: the dump ended well, wrote
+//! no file but the format and its log, and read nothing outside TeX's own trees but the job's
+//! own source files. The scheduler keys it by those files' contents; a preamble that read a
+//! file the compile wrote (an `.aux`, a `.bbl`) would depend on the compile, so it is refused.
+//! The dump runs after the passes, with their generated files present, so that such a read is
+//! seen rather than missed. Then one pass runs with the new format, and its PDF must render
+//! the same pages as the compile's ([`same_pages`]), or the format is not kept. Some preambles
+//! set up state that a format does not carry (babel's Hebrew turns on TeX--XeT's right-to-left
+//! typesetting, which a format leaves off): this is what keeps a hit the same document as a
+//! compile without the cache. (The bytes need not match: a format's colour stack starts with
+//! one operator fewer.)
+
+use super::engine::Engine;
+use super::eps::{self, GHOSTSCRIPT};
+use super::files::is_plain_relative;
+use super::tools::Tools;
+use crate::process::{Exit, Program};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+use texfleet_sandbox::{Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, PDF_FILE, SYNCTEX_FILE, WORK_DIR};
+
+/// Where TeX's own files are: a dump may read anything there (the image is in the key).
+const TEX_TREES: &[&str] = &[
+    "/usr/share/texlive/",
+    "/usr/share/texmf/",
+    "/usr/share/fonts/",
+    "/etc/texmf/",
+    "/var/lib/texmf/",
+];
+
+/// Where [`same_pages`] renders the two PDFs.
+const RENDERED: [&str; 2] = ["/tmp/texfleet-pages-1.pgm", "/tmp/texfleet-pages-2.pgm"];
+const RENDER_CPU_SECONDS: u64 = 20;
+
+/// The compile's results, kept aside while the dump and its check run under the same job name.
+const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output.xdv"];
+
+/// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
+/// into [`FORMAT_FILE`] and checks it, or says why it cannot be kept. `sources` are the job's
+/// files, by path relative to the work directory.
+pub fn dump(
+    tools: &mut Tools,
+    engine: Engine,
+    main: &str,
+    folder: &Path,
+    sources: &[String],
+    halt_on_error: bool,
+) -> Dump {
+    let Some(program) = engine.dump(main, &tools.environment) else {
+        return refused("LuaTeX formats cannot hold fonts loaded through Lua");
+    };
+    let aside = |name: &str| format!(".texfleet-kept-{name}");
+    for name in KEPT {
+        let _ = fs::rename(name, aside(name));
+    }
+    let exit = tools.run(&program);
+    let mut judged = judge(exit, folder, sources);
+    if matches!(judged, Dump::Built { .. }) {
+        let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
+        let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
+        let _ = fs::remove_file(engine.pass_output());
+        let _ = fs::remove_file(PDF_FILE);
+        tools.run(&pass);
+        if let Some(finish) = engine.finish(&tools.environment) {
+            tools.run(&finish);
+        }
+        if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
+            judged = refused("a pass with the format renders other pages than the compile");
+        }
+    }
+    for name in KEPT {
+        let _ = fs::remove_file(name);
+        let _ = fs::rename(aside(name), name);
+    }
+    if let Dump::Refused { why } = &judged {
+        tools.skip(format!("keeping the preamble as a format: {why}"));
+        let _ = fs::remove_file(FORMAT_FILE);
+    }
+    judged
+}
+
+fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
+    if !exit.is_some_and(Exit::success) {
+        let log = fs::read(LOG_FILE).unwrap_or_default();
+        let log = String::from_utf8_lossy(&log);
+        let error = log
+            .lines()
+            .find(|line| line.starts_with("! "))
+            .unwrap_or("");
+        return refused(format!("the dump failed {error}").trim_end());
+    }
+    if !Path::new(FORMAT_FILE).is_file() {
+        return refused("the dump wrote no format");
+    }
+    let fls = fs::read(Path::new(JOB_NAME).with_extension("fls")).unwrap_or_default();
+    let cwd = Path::new(WORK_DIR).join(folder);
+    let mut reads = Vec::new();
+    for line in String::from_utf8_lossy(&fls).lines() {
+        let (kind, name) = match line.split_once(' ') {
+            Some((kind @ ("INPUT" | "OUTPUT"), name)) => (kind, name),
+            _ => continue,
+        };
+        let path = normalized(&cwd.join(name));
+        let in_work = path
+            .strip_prefix(WORK_DIR)
+            .ok()
+            .filter(|relative| is_plain_relative(relative))
+            .map(|relative| relative.to_string_lossy().into_owned());
+        match (kind, in_work) {
+            ("OUTPUT", Some(written))
+                if [FORMAT_FILE, LOG_FILE]
+                    .iter()
+                    .any(|own| folder.join(own) == Path::new(&written)) => {}
+            ("OUTPUT", _) => return refused(&format!("the preamble writes {}", path.display())),
+            (_, Some(read)) if sources.contains(&read) => {
+                if !reads.contains(&read) {
+                    reads.push(read);
+                }
+            }
+            (_, Some(read)) => {
+                return refused(&format!(
+                    "the preamble reads {read}, which the compile wrote"
+                ))
+            }
+            (_, None) if TEX_TREES.iter().any(|tree| path.starts_with(tree)) => {}
+            (_, None) => {
+                return refused(&format!(
+                    "the preamble reads {} outside TeX's trees",
+                    path.display()
+                ))
+            }
+        }
+    }
+    Dump::Built { reads }
+}
+
+/// Whether two PDFs are the same bytes or, failing that, render the same pages in grey at
+/// 36 dpi with Ghostscript (under `-dSAFER`, with the caps of a figure's conversion).
+fn same_pages(tools: &mut Tools, one: &Path, other: &Path) -> bool {
+    let (Ok(one_bytes), Ok(other_bytes)) = (fs::read(one), fs::read(other)) else {
+        return false;
+    };
+    if one_bytes == other_bytes {
+        return true;
+    }
+    let mut rendered = Vec::new();
+    for (pdf, pages) in [(one, RENDERED[0]), (other, RENDERED[1])] {
+        let output = format!("-sOutputFile={pages}");
+        let program = Program::new(
+            GHOSTSCRIPT,
+            &[
+                "-q",
+                "-dSAFER",
+                "-P-",
+                "-dBATCH",
+                "-dNOPAUSE",
+                "-sDEVICE=pgmraw",
+                "-r36",
+                &output,
+                &pdf.to_string_lossy(),
+            ],
+            &tools.environment,
+        )
+        .starting_only(&[]);
+        let _ = fs::remove_file(pages);
+        let ended = tools.run_limited(&program, &eps::limits(RENDER_CPU_SECONDS));
+        rendered.push(
+            ended
+                .is_some_and(Exit::success)
+                .then(|| fs::read(pages).ok())
+                .flatten(),
+        );
+    }
+    rendered[0].is_some() && rendered[0] == rendered[1]
+}
+
+fn refused(why: &str) -> Dump {
+    Dump::Refused {
+        why: why.to_string(),
+    }
+}
+
+/// `path` with `.` and `..` resolved by their names (the recorder writes what TeX opened).
+fn normalized(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Writes the scheduler's format into the current folder as [`FORMAT_FILE`] and returns its
+/// full path for `-fmt`, or None (with the reason in the trace) when it cannot be written: a
+/// source of that name is the document's, not ours.
+pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String> {
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(FORMAT_FILE)
+        .and_then(|mut file| file.write_all(format));
+    match written {
+        Ok(()) => Some(
+            Path::new(WORK_DIR)
+                .join(folder)
+                .join(FORMAT_FILE)
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        Err(error) => {
+            tools.skip(format!("the project's preamble format: {error}"));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_resolved_without_the_file_system() {
+        assert_eq!(
+            normalized(Path::new("/work/paper/./../x.tex")),
+            Path::new("/work/x.tex")
+        );
+        assert_eq!(
+            normalized(Path::new("/work/../../etc/passwd")),
+            Path::new("/etc/passwd")
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! Incremental compiles: the auxiliary files (`.aux`, `.bbl`, `.toc`, ...) of the project's
+//! last successful compile of the same document are written back before the first pass
+//! ([`restore`]), so that an edit needs one pass instead of three, and this compile's are
+//! handed on to the next one ([`next`]).
+//!
+//! They come from the same project's earlier compile, which the document controlled: a stale
+//! or hostile file can only change this document's result, as the document itself could.
+//! The driver reruns a pass when a restored file the pass read changed during it, exactly as
+//! for files the compile wrote itself.
+
+use super::files::{self, is_plain_relative};
+use super::names::is_safe_path;
+use super::tools::Tools;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use texfleet_sandbox::{
+    CompileState, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_STATE_BYTES, PDF_FILE,
+    SYNCTEX_FILE,
+};
+
+/// Outputs of the compile and its inputs made before the first pass, which are not state.
+const NOT_STATE: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, FORMAT_FILE, "output.xdv"];
+const CONVERTED_FIGURE: &str = "-eps-converted-to.pdf";
+/// The most auxiliary bytes kept: base64 in JSON must stay below [`MAX_STATE_BYTES`].
+const MAX_KEPT_BYTES: u64 = MAX_STATE_BYTES / 2;
+const MAX_KEPT_FILES: usize = 200;
+
+/// Writes the previous compile's auxiliary files into the current folder, never over a source,
+/// and hands the tools their last input signatures. Returns the files written.
+pub fn restore(tools: &mut Tools, previous: &CompileState) -> Vec<PathBuf> {
+    let mut restored = Vec::new();
+    for file in previous.files.iter().take(MAX_KEPT_FILES) {
+        if !is_safe_path(&file.path) {
+            continue;
+        }
+        if write_new(Path::new(&file.path), &file.content_base64).is_ok() {
+            restored.push(PathBuf::from(&file.path));
+        }
+    }
+    if !restored.is_empty() {
+        tools.remember(&previous.tools);
+        tools.trace.push(format!(
+            "texfleet: restored {} auxiliary files of the project's last compile of this document",
+            restored.len()
+        ));
+    }
+    restored
+}
+
+fn write_new(path: &Path, content_base64: &str) -> io::Result<()> {
+    let bytes = BASE64.decode(content_base64).map_err(io::Error::other)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(&bytes)
+}
+
+/// The auxiliary files the last pass read or wrote in `folder`, the current one (`sources`
+/// are the job's own files there, which are not state), up to the size the scheduler keeps.
+pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
+    let recorded = files::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
+    let mut state = CompileState {
+        files: Vec::new(),
+        tools: tools.signatures(),
+    };
+    let mut kept_bytes = 0;
+    let sources: HashSet<&PathBuf> = sources.iter().collect();
+    let mut seen = HashSet::new();
+    for path in recorded.outputs.iter().chain(&recorded.inputs) {
+        if state.files.len() == MAX_KEPT_FILES {
+            break;
+        }
+        let name = path.to_string_lossy();
+        let excluded = sources.contains(path)
+            || NOT_STATE.iter().any(|own| path == Path::new(own))
+            || name.ends_with(CONVERTED_FIGURE)
+            || !is_safe_path(&name)
+            || !is_plain_relative(path)
+            || !seen.insert(path);
+        if excluded {
+            continue;
+        }
+        let Ok(metadata) = fs::symlink_metadata(path) else {
+            continue;
+        };
+        if !metadata.is_file() || kept_bytes + metadata.len() > MAX_KEPT_BYTES {
+            continue;
+        }
+        let Ok(bytes) = fs::read(path) else {
+            continue;
+        };
+        kept_bytes += bytes.len() as u64;
+        state.files.push(FileSpec {
+            path: name.into_owned(),
+            content_base64: BASE64.encode(bytes),
+        });
+    }
+    state
+}

@@ -1,0 +1,194 @@
+//! What a document's compile hands on to its next compile in the same project: the preamble
+//! as a format (loaded while the preamble and every file it read are unchanged, never stale,
+//! never across projects) and the auxiliary files (an edit then needs one pass).
+
+use serde_json::{json, Value};
+use texfleet_e2e::{pdf_pages_rendered, pdf_text, TestApp};
+
+/// A preamble that reads a file of the project, and a body with a table of contents and a
+/// forward reference, which cold take two passes.
+fn document(preamble_extra: &str, body: &str, style: &str) -> Value {
+    let main = format!(
+        "\\documentclass{{article}}\\usepackage{{amsmath}}\\usepackage{{macros}}{preamble_extra}\n\
+         \\begin{{document}}\\tableofcontents\n\
+         \\section{{First}}\\label{{first}}\\Greeting{{}} {body} See section~\\ref{{second}}.\n\
+         \\section{{Second}}\\label{{second}}Text.\\end{{document}}\n"
+    );
+    json!({
+        "input_latex": main,
+        "files": [{ "path": "macros.sty", "content": format!("\\newcommand{{\\Greeting}}{{{style}}}\n") }],
+    })
+}
+
+fn folded(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn text_of(app: &TestApp, job: &Value) -> String {
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    folded(&pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await))
+}
+
+async fn log_of(app: &TestApp, job: &Value) -> String {
+    let id = job["id"].as_str().unwrap();
+    app.get(&format!("/compile/{id}/log"))
+        .await
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preamble_format_is_loaded_while_its_inputs_are_unchanged_and_never_stale() {
+    let app = TestApp::spawn().await;
+    let first = app
+        .compile(document("", "Body one.", "Hello from style one"))
+        .await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    assert_eq!(first["incremental"], false);
+    let text = text_of(&app, &first).await;
+    assert!(
+        text.contains("Hello from style one Body one. See section 2."),
+        "{text}"
+    );
+
+    // An edit of the body: the format is loaded, and the auxiliary files make one pass enough.
+    let edited = document("", "Body two.", "Hello from style one");
+    let second = app.compile(edited.clone()).await;
+    assert_eq!(second["preamble_cache"], "hit", "{second:#}");
+    assert_eq!(second["incremental"], true, "{second:#}");
+    let text = text_of(&app, &second).await;
+    assert!(
+        text.contains("Hello from style one Body two. See section 2."),
+        "{text}"
+    );
+    assert!(text.contains("1 First 1 2 Second"), "the contents: {text}");
+    let log = log_of(&app, &second).await;
+    assert!(log.contains("texfleet: restored"), "{log}");
+    assert!(
+        log.contains("pdflatex pass 1") && !log.contains("pdflatex pass 2"),
+        "{log}"
+    );
+
+    // The same request compiled from nothing renders the same pages.
+    let mut cold = edited.clone();
+    cold["cache"] = json!(false);
+    let cold = app.compile(cold).await;
+    assert!(cold["preamble_cache"].is_null(), "{cold:#}");
+    assert_eq!(cold["incremental"], false);
+    assert_eq!(text_of(&app, &cold).await, text);
+    let rendered = |job: &Value| {
+        let id = job["id"].as_str().unwrap().to_string();
+        let app = &app;
+        async move { pdf_pages_rendered(&app.pdf_of(&id).await) }
+    };
+    assert!(
+        rendered(&cold).await == rendered(&second).await,
+        "the cached compile renders differently"
+    );
+
+    // A file the preamble read changed: a miss, and the new definition shows.
+    let style_changed = app
+        .compile(document("", "Body two.", "Hello from style two"))
+        .await;
+    assert_eq!(style_changed["preamble_cache"], "miss", "{style_changed:#}");
+    assert!(text_of(&app, &style_changed)
+        .await
+        .contains("Hello from style two Body two."));
+
+    // The main file's preamble changed: a miss, then a hit again.
+    let extra = "\\newcommand{\\Extra}{Preamble three}";
+    let preamble_changed = app
+        .compile(document(extra, "\\Extra.", "Hello from style two"))
+        .await;
+    assert_eq!(
+        preamble_changed["preamble_cache"], "miss",
+        "{preamble_changed:#}"
+    );
+    assert!(text_of(&app, &preamble_changed)
+        .await
+        .contains("Hello from style two Preamble three."));
+    let again = app
+        .compile(document(extra, "\\Extra, again.", "Hello from style two"))
+        .await;
+    assert_eq!(again["preamble_cache"], "hit", "{again:#}");
+    assert!(text_of(&app, &again)
+        .await
+        .contains("Preamble three, again."));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_project_never_receives_a_projects_format_or_auxiliary_files() {
+    let app = TestApp::spawn().await;
+    for body in ["Body one.", "Body two."] {
+        app.compile(document("", body, "Shared style")).await;
+    }
+    let (project, token) = app.other_project().await;
+    let mut request = document("", "Body three.", "Shared style");
+    request["project_id"] = json!(project);
+    let submitted: Value = app
+        .post_as(&token, "/compile", &request)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = submitted["id"].as_str().unwrap();
+    let other = loop {
+        let job: Value = app
+            .get_as(&token, &format!("/compile/{id}"))
+            .await
+            .json()
+            .await
+            .unwrap();
+        if !["Queued", "Running"].contains(&job["status"].as_str().unwrap()) {
+            break job;
+        }
+        app.assert_scheduler_runs();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(other["status"], "Succeeded", "{other:#}");
+    assert_eq!(other["preamble_cache"], "miss", "{other:#}");
+    assert_eq!(other["incremental"], false, "{other:#}");
+    let log = app
+        .get_as(&token, &format!("/compile/{id}/log"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!log.contains("texfleet: restored"), "{log}");
+    // Each project's state is below its own prefix.
+    for project in [app.project_id, project] {
+        let kept = app
+            .storage
+            .list(&format!("projects/{project}/"))
+            .await
+            .unwrap();
+        assert!(
+            kept.iter().any(|key| key.ends_with("/preamble.fmt")),
+            "{project}: {kept:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preamble_that_cannot_be_a_format_is_tried_once_and_compiles_as_usual() {
+    let app = TestApp::spawn().await;
+    // XeTeX cannot dump a format that holds OpenType fonts.
+    let request = |body: &str| {
+        json!({ "engine": "xelatex", "input_latex": format!(
+            "\\documentclass{{article}}\\usepackage{{fontspec}}\
+             \\begin{{document}}{body}\\end{{document}}") })
+    };
+    let first = app.compile(request("Fontspec one.")).await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    assert!(log_of(&app, &first)
+        .await
+        .contains("keeping the preamble as a format"));
+    let second = app.compile(request("Fontspec two.")).await;
+    assert_eq!(second["preamble_cache"], "unavailable", "{second:#}");
+    assert!(text_of(&app, &second).await.contains("Fontspec two."));
+    let lua = app
+        .compile(json!({ "engine": "lualatex", "input_latex": "\\documentclass{article}\\begin{document}Lua.\\end{document}" }))
+        .await;
+    assert_eq!(lua["preamble_cache"], "unavailable", "{lua:#}");
+}
