@@ -295,6 +295,58 @@ mod tests {
     }
 
     #[test]
+    fn takes_what_is_handed_on_only_when_well_formed_within_its_cap_and_once() {
+        let report = report("n0nce", 5);
+        let state = br#"{"next":{"files":[{"path":"output.aux","content_base64":"eA=="}],"tools":{}},"dump":{"result":"built","reads":["a.sty"]}}"#;
+        let collected = collect(
+            &archive(&[
+                (REPORT_FILE, REGULAR, &report),
+                (STATE_FILE, REGULAR, state),
+                (FORMAT_FILE, REGULAR, b"fmt"),
+            ]),
+            &bounds(),
+        );
+        let kept = collected.state.unwrap();
+        assert_eq!(kept.next.files[0].path, "output.aux");
+        assert_eq!(
+            kept.dump,
+            Some(texfleet_sandbox::Dump::Built {
+                reads: vec!["a.sty".into()]
+            })
+        );
+        assert_eq!(collected.format.as_deref(), Some(&b"fmt"[..]));
+
+        // Not the protocol: no state, and the compile's own outputs are still taken.
+        let collected = collect(
+            &archive(&[
+                (REPORT_FILE, REGULAR, &report),
+                (STATE_FILE, REGULAR, b"{\"next\":7}"),
+                (LOG_FILE, REGULAR, b"ok"),
+            ]),
+            &bounds(),
+        );
+        assert!(collected.state.is_none() && collected.log.is_some());
+        // Over its cap: dropped, not truncated, and no output limit for the job.
+        let mut huge = br#"{"next":{"files":[],"tools":{}},"dump":null}"#.to_vec();
+        huge.resize(MAX_STATE_BYTES as usize + 1, b' ');
+        let collected = collect(
+            &archive(&[
+                (REPORT_FILE, REGULAR, &report),
+                (STATE_FILE, REGULAR, &huge),
+            ]),
+            &bounds(),
+        );
+        assert!(collected.report.is_some() && collected.state.is_none() && !collected.over_cap);
+        // Twice: the whole stream is refused.
+        let twice = archive(&[
+            (REPORT_FILE, REGULAR, &report),
+            (FORMAT_FILE, REGULAR, b"a"),
+            (FORMAT_FILE, REGULAR, b"b"),
+        ]);
+        assert!(collect(&twice, &bounds()).report.is_none());
+    }
+
+    #[test]
     fn pdf_validity() {
         let mut pdf = b"%PDF-1.7\n".to_vec();
         pdf.extend(std::iter::repeat_n(b'x', 100));

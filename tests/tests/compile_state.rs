@@ -87,6 +87,21 @@ async fn a_preamble_format_is_loaded_while_its_inputs_are_unchanged_and_never_st
         "the cached compile renders differently"
     );
 
+    // An edit that moves labels: the restored files are stale, and a second pass follows.
+    let moved = app
+        .compile(document(
+            "",
+            "\\section{Inserted}Body two.",
+            "Hello from style one",
+        ))
+        .await;
+    let text = text_of(&app, &moved).await;
+    assert!(
+        text.contains("1 First 1 2 Inserted 1 3 Second"),
+        "the contents: {text}"
+    );
+    assert!(text.contains("See section 3."), "{text}");
+
     // A file the preamble read changed: a miss, and the new definition shows.
     let style_changed = app
         .compile(document("", "Body two.", "Hello from style two"))
@@ -191,4 +206,42 @@ async fn a_preamble_that_cannot_be_a_format_is_tried_once_and_compiles_as_usual(
         .compile(json!({ "engine": "lualatex", "input_latex": "\\documentclass{article}\\begin{document}Lua.\\end{document}" }))
         .await;
     assert_eq!(lua["preamble_cache"], "unavailable", "{lua:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pass_that_fails_with_the_format_runs_again_without_it() {
+    let app = TestApp::spawn().await;
+    let main =
+        "\\documentclass{article}\\usepackage{amsmath}\n\\begin{document}Fine.\\end{document}";
+    let first = app.compile(json!({ "input_latex": main })).await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    // A last line ending in a comment, with no newline after it: mylatexformat's scan of
+    // the preamble runs past the end of the file, and the pass with the format fails.
+    let edited = app
+        .compile(json!({ "input_latex": format!("{main} %") }))
+        .await;
+    assert_eq!(edited["status"], "Succeeded", "{edited:#}");
+    assert_eq!(edited["preamble_cache"], "miss", "{edited:#}");
+    assert!(text_of(&app, &edited).await.contains("Fine."));
+    let log = log_of(&app, &edited).await;
+    assert!(
+        log.contains("failed with the project's preamble format; again without it"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restored_file_that_a_pass_rewrites_calls_for_another_pass() {
+    let app = TestApp::spawn().await;
+    let main = |sections: &str| {
+        json!({ "input_latex": format!(
+            "\\documentclass{{article}}\\begin{{document}}\\tableofcontents{sections}\\end{{document}}") })
+    };
+    app.compile(main("\\section{One}x")).await;
+    // A section added at the end: no label moves, so LaTeX asks for no rerun; only the
+    // restored table of contents, rewritten by the pass, tells that another is needed.
+    let edited = app.compile(main("\\section{One}x\\section{Two}y")).await;
+    assert_eq!(edited["incremental"], true, "{edited:#}");
+    let text = text_of(&app, &edited).await;
+    assert!(text.contains("Contents 1 One 1 2 Two 1"), "{text}");
 }

@@ -3,7 +3,7 @@
 //! compile of the same project's document ([`install`]).
 //!
 //! A format is kept only when it is the preamble and nothing else: the dump ended well, wrote
-//! no file but the format and its log, and read nothing outside TeX's own trees but the job's
+//! no file but the format, its log and the PDF, and read nothing outside TeX's own trees but the job's
 //! own source files. The scheduler keys it by those files' contents; a preamble that read a
 //! file the compile wrote (an `.aux`, a `.bbl`) would depend on the compile, so it is refused.
 //! The dump runs after the passes, with their generated files present, so that such a read is
@@ -66,12 +66,17 @@ pub fn dump(
         let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
         let _ = fs::remove_file(engine.pass_output());
         let _ = fs::remove_file(PDF_FILE);
-        tools.run(&pass);
-        if let Some(finish) = engine.finish(&tools.environment) {
-            tools.run(&finish);
-        }
-        if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
-            judged = refused("a pass with the format renders other pages than the compile");
+        // The compile ended well, so must the pass (a preamble on the line of
+        // `\begin{document}` is read again after the format and fails).
+        if !tools.run(&pass).is_some_and(Exit::success) {
+            judged = refused("a pass with the format fails");
+        } else {
+            if let Some(finish) = engine.finish(&tools.environment) {
+                tools.run(&finish);
+            }
+            if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
+                judged = refused("a pass with the format renders other pages than the compile");
+            }
         }
     }
     for name in KEPT {
@@ -113,8 +118,10 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
             .filter(|relative| is_plain_relative(relative))
             .map(|relative| relative.to_string_lossy().into_owned());
         match (kind, in_work) {
+            // pdfTeX opens the PDF when a preamble sets PDF objects (beamer, hyperref); each
+            // pass writes it anew, and the check below sees what the format does to it.
             ("OUTPUT", Some(written))
-                if [FORMAT_FILE, LOG_FILE]
+                if [FORMAT_FILE, LOG_FILE, PDF_FILE]
                     .iter()
                     .any(|own| folder.join(own) == Path::new(&written)) => {}
             ("OUTPUT", _) => return refused(&format!("the preamble writes {}", path.display())),
