@@ -129,14 +129,13 @@ async fn measure(
     let peak = tokio::spawn(rss::peak_while(load.clone()));
     for (document, jobs) in [
         (&HELLO, args.throughput_jobs),
-        (&ARTICLE, args.throughput_jobs / 5),
+        (&ARTICLE, (args.throughput_jobs / 5).max(2)),
     ] {
-        let job = floor_job(document, None);
         let service_rate = service_throughput(&client, document, jobs).await?;
         let floor_rate =
-            floor::throughput(config, sandbox, &job, slots, jobs.min(40), true).await?;
+            floor::throughput(config, sandbox, document, slots, jobs.min(40), true).await?;
         let peer_rate =
-            floor::throughput(config, sandbox, &job, slots, jobs.min(40), false).await?;
+            floor::throughput(config, sandbox, document, slots, jobs.min(40), false).await?;
         println!(
             "\nthroughput at saturation ({jobs} {} jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers ({:.0}%) | peer {peer_rate:.2} jobs/s ({:.2}x)",
             document.name,
@@ -176,11 +175,13 @@ async fn latency(
     document: &Document,
     runs: usize,
 ) -> anyhow::Result<Latency> {
-    let job = floor_job(document, None);
     let mut floors: Vec<Run> = Vec::new();
     let mut peers: Vec<Run> = Vec::new();
+    // Each run is a job of its own: its container is named after the job.
     for _ in 0..runs {
+        let job = floor_job(document, None);
         floors.push(floor::floor(config, sandbox, &job, Default::default()).await?);
+        let job = floor_job(document, None);
         peers.push(floor::peer(config, sandbox, &job).await?);
     }
     let mut service = Vec::new();

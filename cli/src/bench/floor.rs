@@ -108,12 +108,12 @@ impl Run {
     }
 }
 
-/// Compiles per second of `job` on `lanes` parallel lanes, `total` in all: with containers
-/// started beforehand (the floor) or created and removed per compile (the peer).
+/// Compiles per second of `document` on `lanes` parallel lanes, `total` in all: with
+/// containers started beforehand (the floor) or created and removed per compile (the peer).
 pub async fn throughput(
     config: &Config,
     sandbox: &Sandbox,
-    job: &ClaimedJob,
+    document: &Document,
     lanes: usize,
     total: usize,
     warm: bool,
@@ -134,8 +134,9 @@ pub async fn throughput(
     let started = Instant::now();
     let runs = containers.into_iter().map(|lane| async move {
         for container in lane {
+            let job = floor_job(document, None);
             let output =
-                run_floor(sandbox, config, container, job, CompileState::default()).await?;
+                run_floor(sandbox, config, container, &job, CompileState::default()).await?;
             finished(Instant::now(), output)?;
         }
         anyhow::Ok(())
