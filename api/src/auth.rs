@@ -37,7 +37,7 @@ impl FromRequestParts<AppState> for Authenticated {
             })?;
         let token_hash = token::hash(token);
         let client = state.pool.get().await.map_err(db::DbError::from)?;
-        let project_id = db::authenticate(&**client, &token_hash)
+        let project_id = db::authenticate(&client, &token_hash)
             .await?
             .ok_or_else(|| Problem::unauthorized("the token is unknown, revoked or expired"))?;
         state.rate_limiter.check(token_hash)?;

@@ -114,8 +114,7 @@ async fn insert(
         scheduler_live_seconds: config.lease_seconds,
     };
     let inputs = input_hash(new_job, config);
-    let submitted =
-        db::insert_job(&*transaction, new_job, &inputs, &admission, idempotency).await?;
+    let submitted = db::insert_job(&transaction, new_job, &inputs, &admission, idempotency).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
     let looked_up = new_job.use_cache && config.result_cache;
     match submitted {

@@ -441,7 +441,7 @@ async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
         use_cache: false,
     };
     let submitted =
-        texfleet_core::db::insert_job_with_ids(&*transaction, &job, None, vec![colliding, fresh])
+        texfleet_core::db::insert_job_with_ids(&transaction, &job, None, vec![colliding, fresh])
             .await
             .unwrap();
     transaction.commit().await.unwrap();
@@ -493,4 +493,63 @@ async fn an_api_shutting_down_answers_the_requests_that_wait() {
         1,
         "the job was lost"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_claims_fill_every_project_to_its_cap_and_no_further() {
+    const CAP: usize = 2;
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let mut projects = vec![(app.project_id, app.token.clone())];
+    projects.push(app.other_project().await);
+    projects.push(app.other_project().await);
+    for (project, token) in &projects {
+        for _ in 0..5 {
+            let response = app
+                .post_as(
+                    token,
+                    "/compile",
+                    &json!({ "project_id": project, "input_latex": HELLO }),
+                )
+                .await;
+            assert_eq!(response.status(), StatusCode::ACCEPTED);
+        }
+    }
+    let scheduler =
+        texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
+    let claimers = (0..6).map(|claimer| {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move {
+            let mut claimed = Vec::new();
+            loop {
+                let jobs = texfleet_core::db::claim_jobs(
+                    &scheduler,
+                    &format!("claimer-{claimer}"),
+                    60,
+                    1,
+                    CAP,
+                )
+                .await
+                .unwrap();
+                if jobs.is_empty() {
+                    return claimed;
+                }
+                claimed.extend(jobs.into_iter().map(|job| (job.id, job.project_id)));
+            }
+        })
+    });
+    let mut claimed: Vec<(uuid::Uuid, uuid::Uuid)> = Vec::new();
+    for claimer in futures::future::join_all(claimers).await {
+        claimed.extend(claimer.unwrap());
+    }
+    let distinct: std::collections::HashSet<_> = claimed.iter().map(|(id, _)| *id).collect();
+    assert_eq!(distinct.len(), claimed.len(), "a job was claimed twice");
+    for (project, _) in &projects {
+        let running = claimed.iter().filter(|(_, p)| p == project).count();
+        assert_eq!(running, CAP, "project {project} runs {running} jobs");
+        assert_eq!(
+            app.count_jobs(&format!("project_id = '{project}' AND status = 'Running'"))
+                .await,
+            CAP as i64
+        );
+    }
 }

@@ -64,11 +64,11 @@ pub async fn begin_project(
     project_id: Uuid,
 ) -> DbResult<deadpool_postgres::Transaction<'_>> {
     let transaction = client.transaction().await?;
+    let bind = transaction
+        .prepare_cached("SELECT set_config('texfleet.project_id', $1, true)")
+        .await?;
     transaction
-        .execute(
-            "SELECT set_config('texfleet.project_id', $1, true)",
-            &[&project_id.to_string()],
-        )
+        .execute(&bind, &[&project_id.to_string()])
         .await?;
     Ok(transaction)
 }

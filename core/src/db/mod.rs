@@ -4,7 +4,8 @@
 //! - [`submit`] and [`jobs`]: the API's writes and reads of jobs (submission with idempotency
 //!   and the result cache; reading, cancelling, listing), always inside a transaction bound to
 //!   one project, so that row-level security shows it that project's rows only;
-//! - [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry, retention;
+//! - [`claim`] and [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry,
+//!   retention;
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
 //! - [`fleet`]: the schedulers' heartbeats;
 //! - [`webhooks`]: a project's endpoints (the API's), and the outbox of deliveries (the
@@ -13,6 +14,7 @@
 //! This file holds what they share: the connection pool, errors, migrations, and the one
 //! parser of text columns into the model's enums.
 
+mod claim;
 mod fleet;
 mod jobs;
 mod notify;
@@ -23,6 +25,7 @@ mod testing;
 mod tokens;
 mod webhooks;
 
+pub use claim::*;
 pub use fleet::*;
 pub use jobs::*;
 pub use notify::*;

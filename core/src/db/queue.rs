@@ -1,7 +1,7 @@
 //! The queue protocol of the scheduler, in one readable place.
 //!
-//! - **claim** ([`claim_jobs`]): `FOR UPDATE SKIP LOCKED`, so concurrent schedulers never block
-//!   on or double-claim a row; the claim writes a lease (owner + expiry) into each row;
+//! - **claim** ([`super::claim_jobs`], in `claim.rs`): writes a lease (owner + expiry) into
+//!   each claimed row;
 //! - **lease** ([`renew_lease`]): the owner renews it while the compile runs;
 //! - **fencing**: every later write names the lease owner and `status = 'Running'`, so a
 //!   scheduler that lost its job (cancelled, or its lease rescued) cannot overwrite anything;
@@ -12,113 +12,10 @@
 //! - **retention** ([`expired_jobs`], [`delete_finished_jobs`]).
 
 use super::{parsed, DbError, DbResult, Pool};
-use crate::model::{ClaimedJob, Diagnostic, JobError, JobStatus, SourceFile};
+use crate::model::{Diagnostic, JobError, JobStatus};
 use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
-
-/// Claims up to `limit` claimable jobs for `owner` with a lease of `lease_seconds`, never
-/// letting a project run more than `per_project` jobs at once.
-///
-/// Fairness: each project with queued work offers its oldest jobs, at most its free share
-/// of `per_project`; offers are taken in turns (a project's running jobs plus the offer's rank
-/// within the project), oldest first within a turn. So a project with a thousand queued jobs
-/// cannot starve one that submits a single job. The transaction-scoped advisory lock makes
-/// the running counts exact across concurrent schedulers; SKIP LOCKED passes over rows that
-/// the API is cancelling at that moment.
-pub async fn claim_jobs(
-    pool: &Pool,
-    owner: &str,
-    lease_seconds: u64,
-    limit: usize,
-    per_project: usize,
-) -> DbResult<Vec<ClaimedJob>> {
-    let mut client = pool.get().await?;
-    let transaction = client.transaction().await?;
-    transaction
-        .execute("SELECT pg_advisory_xact_lock($1)", &[&CLAIM_LOCK])
-        .await?;
-    let rows = transaction
-        .query(
-            "WITH running AS (
-                 SELECT project_id, count(*) AS jobs FROM jobs
-                 WHERE status = 'Running' GROUP BY project_id
-             ), waiting AS (
-                 SELECT DISTINCT project_id FROM jobs
-                 WHERE status = 'Queued' AND run_after <= now()
-             ), offers AS (
-                 SELECT offer.id, offer.created_at, coalesce(running.jobs, 0) + offer.rank AS turn
-                 FROM waiting
-                 LEFT JOIN running USING (project_id)
-                 CROSS JOIN LATERAL (
-                     SELECT id, created_at, row_number() OVER (ORDER BY created_at) AS rank
-                     FROM jobs
-                     WHERE jobs.project_id = waiting.project_id
-                       AND status = 'Queued' AND run_after <= now()
-                     ORDER BY created_at
-                     LIMIT greatest($4 - coalesce(running.jobs, 0), 0)
-                 ) AS offer
-                 ORDER BY turn, offer.created_at
-                 LIMIT $3
-             ), claimable AS (
-                 SELECT id FROM jobs WHERE id IN (SELECT id FROM offers) FOR UPDATE SKIP LOCKED
-             )
-             UPDATE jobs SET status = 'Running', started_at = now(), attempts = attempts + 1,
-                             lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
-             FROM claimable WHERE jobs.id = claimable.id
-             RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
-                       jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
-                       extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
-                       extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
-                           AS source_date_epoch",
-            &[
-                &owner,
-                &(lease_seconds as f64),
-                &(limit as i64),
-                &(per_project as i64),
-            ],
-        )
-        .await?;
-    transaction.commit().await?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<Uuid> = rows.iter().map(|row| row.get(0)).collect();
-    let mut files: HashMap<Uuid, Vec<SourceFile>> = HashMap::new();
-    for row in client
-        .query(
-            "SELECT job_id, path, content FROM job_files WHERE job_id = ANY($1)",
-            &[&ids],
-        )
-        .await?
-    {
-        files.entry(row.get(0)).or_default().push(SourceFile {
-            path: row.get(1),
-            content: row.get(2),
-        });
-    }
-    rows.iter()
-        .map(|row| {
-            let id: Uuid = row.get("id");
-            Ok(ClaimedJob {
-                id,
-                project_id: row.get("project_id"),
-                engine: parsed(row, "engine")?,
-                halt_on_error: row.get("halt_on_error"),
-                timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
-                attempt: row.get("attempts"),
-                waited_seconds: row.get("waited"),
-                source_date_epoch: row.get("source_date_epoch"),
-                main: row.get("main_path"),
-                use_cache: row.get("use_cache"),
-                files: files.remove(&id).unwrap_or_default(),
-            })
-        })
-        .collect()
-}
-
-/// Key of the advisory lock that serialises claims (an arbitrary constant: "texfleet").
-const CLAIM_LOCK: i64 = 0x7465_7866_6c65_6574;
 
 /// Extends `owner`'s lease on a running job; false when the lease is gone (the job was
 /// cancelled, or rescued after the lease expired), which tells the compile to stop.
@@ -315,8 +212,8 @@ pub async fn finish_job(
         .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
     let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
     let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
-    let row = client
-        .query_opt(
+    let finish = client
+        .prepare_cached(
             "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
                              lease_expires_at = NULL, error_code = $4, error_message = $5,
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
@@ -325,6 +222,11 @@ pub async fn finish_job(
                              preamble_cache = $15, incremental = $16
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
+        )
+        .await?;
+    let row = client
+        .query_opt(
+            &finish,
             &[
                 &id,
                 &owner,

@@ -4,7 +4,9 @@
 use super::jobs::{job_from_row, JOB_COLUMNS};
 use super::{DbError, DbResult};
 use crate::model::{Job, NewJob};
-use tokio_postgres::{GenericClient, Row};
+use deadpool_postgres::GenericClient;
+use std::sync::LazyLock;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// An `Idempotency-Key` and the hash of the request it came with.
@@ -79,97 +81,120 @@ pub(crate) async fn insert_job_drawing_ids(
         true => find_reusable(transaction, job.project_id, inputs, admission).await?,
         false => None,
     };
-    if original.is_none() && queued_jobs(transaction, job.project_id).await? >= admission.max_queued
-    {
-        return Ok(Submitted::QueueFull);
-    }
     let (key, request_hash) = match &idempotency {
         Some(i) => (Some(i.key), Some(i.request_hash)),
         None => (None, None),
     };
-    let row = 'draws: {
-        for _ in 0..8 {
-            let id = draw_id();
-            let inserted = match original {
-                Some(original) => {
-                    transaction
-                        .query_opt(
-                            &format!(
-                                "INSERT INTO jobs (id, project_id, engine, halt_on_error,
-                                     timeout_seconds, max_attempts, idempotency_key, request_hash,
-                                     input_hash, main_path, status, started_at, finished_at, duration_ms,
-                                     pdf_storage_key, log_storage_key, diagnostics, image_id,
-                                     reused_from, pdf_sha256, log_sha256, synctex_storage_key,
-                                     synctex_sha256)
-                                 SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2,
-                                        $3, $4, input_hash, main_path, 'Succeeded', now(), now(), duration_ms,
-                                        pdf_storage_key, log_storage_key, diagnostics, image_id,
-                                        id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256
-                                 FROM jobs WHERE id = $5
-                                 ON CONFLICT DO NOTHING
-                                 RETURNING {JOB_COLUMNS}"
-                            ),
-                            &[&id, &admission.max_attempts, &key, &request_hash, &original],
-                        )
-                        .await?
-                }
-                None => {
-                    transaction
-                        .query_opt(
-                            &format!(
-                                "INSERT INTO jobs (id, project_id, engine, halt_on_error,
-                                     timeout_seconds, max_attempts, idempotency_key, request_hash,
-                                     input_hash, main_path, use_cache)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                                 ON CONFLICT DO NOTHING
-                                 RETURNING {JOB_COLUMNS}"
-                            ),
-                            &[
-                                &id,
-                                &job.project_id,
-                                &job.engine.as_str(),
-                                &job.halt_on_error,
-                                &(job.timeout_seconds as i32),
-                                &admission.max_attempts,
-                                &key,
-                                &request_hash,
-                                &inputs,
-                                &job.main,
-                                &job.use_cache,
-                            ],
-                        )
-                        .await?
-                }
-            };
-            if let Some(row) = inserted {
-                break 'draws row;
+    for _ in 0..8 {
+        let id = draw_id();
+        let inserted = match original {
+            Some(original) => {
+                let reuse = transaction.prepare_cached(&INSERT_REUSE).await?;
+                transaction
+                    .query_opt(
+                        &reuse,
+                        &[&id, &admission.max_attempts, &key, &request_hash, &original],
+                    )
+                    .await?
+                    .map(|row| job_from_row(&row).map(Submitted::Reused))
             }
-            // The conflict may be a concurrent request with the same key, committed meanwhile.
-            if let Some(existing) =
-                find_idempotent(transaction, job.project_id, &idempotency).await?
-            {
-                return Ok(existing);
+            None => {
+                let queue = transaction.prepare_cached(&INSERT_QUEUED).await?;
+                let row = transaction
+                    .query_one(
+                        &queue,
+                        &[
+                            &id,
+                            &job.project_id,
+                            &job.engine.as_str(),
+                            &job.halt_on_error,
+                            &(job.timeout_seconds as i32),
+                            &admission.max_attempts,
+                            &key,
+                            &request_hash,
+                            &inputs,
+                            &job.main,
+                            &job.use_cache,
+                            &admission.max_queued,
+                        ],
+                    )
+                    .await?;
+                match (
+                    row.get::<_, bool>("admitted"),
+                    row.get::<_, Option<Uuid>>("id"),
+                ) {
+                    (false, _) => return Ok(Submitted::QueueFull),
+                    (true, Some(_)) => {
+                        insert_files(transaction, id, job).await?;
+                        Some(job_from_row(&row).map(Submitted::New))
+                    }
+                    (true, None) => None,
+                }
             }
+        };
+        if let Some(submitted) = inserted {
+            return submitted;
         }
-        return Err(DbError::Corrupt("no free job id after 8 draws".into()));
-    };
-    let inserted = job_from_row(&row)?;
-    if original.is_some() {
-        return Ok(Submitted::Reused(inserted));
+        // The conflict may be a concurrent request with the same key, committed meanwhile.
+        if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
+            return Ok(existing);
+        }
     }
-    insert_files(transaction, &inserted, job).await?;
-    Ok(Submitted::New(inserted))
+    Err(DbError::Corrupt("no free job id after 8 draws".into()))
 }
 
-async fn insert_files(transaction: &impl GenericClient, row: &Job, job: &NewJob) -> DbResult<()> {
+/// A job written `Succeeded` with the outputs of the original (`$5`) it reuses.
+static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
+         idempotency_key, request_hash, input_hash, main_path, status, started_at, finished_at,
+         duration_ms, pdf_storage_key, log_storage_key, diagnostics, image_id, reused_from,
+         pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256)
+     SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2, $3, $4, input_hash,
+            main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
+            diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256
+     FROM jobs WHERE id = $5
+     ON CONFLICT DO NOTHING
+     RETURNING {JOB_COLUMNS}"
+    )
+});
+
+/// A queued job, in one statement with the queue limit's check: admitted while the project
+/// has fewer than `$12` queued jobs, a count that stops at `$12` rows, so that its cost does
+/// not grow with the backlog. `admitted` false is a full queue; `id` null with `admitted` is an
+/// id or idempotency key taken meanwhile (`ON CONFLICT DO NOTHING`).
+static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH waiting AS (
+         SELECT count(*) < $12::int8 AS admitted FROM (
+             SELECT 1 FROM jobs WHERE project_id = $2::uuid AND status = 'Queued' LIMIT $12::int8
+         ) AS queued
+     ), job AS (
+         INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
+                           idempotency_key, request_hash, input_hash, main_path, use_cache)
+         SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
+                $8::bytea, $9::bytea, $10::text, $11::boolean
+         FROM waiting WHERE admitted
+         ON CONFLICT DO NOTHING
+         RETURNING {JOB_COLUMNS}
+     )
+     SELECT waiting.admitted, job.* FROM waiting LEFT JOIN job ON true"
+    )
+});
+
+/// The job's files, once the job is in (row-level security admits files of the project's own
+/// jobs only, so they cannot go into the same statement as the job).
+async fn insert_files(transaction: &impl GenericClient, id: Uuid, job: &NewJob) -> DbResult<()> {
     let paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
     let contents: Vec<&[u8]> = job.files.iter().map(|f| f.content.as_slice()).collect();
-    transaction
-        .execute(
+    let insert = transaction
+        .prepare_cached(
             "INSERT INTO job_files (job_id, path, content)
              SELECT $1, path, content FROM unnest($2::text[], $3::bytea[]) AS f (path, content)",
-            &[&row.id, &paths, &contents],
         )
+        .await?;
+    transaction
+        .execute(&insert, &[&id, &paths, &contents])
         .await?;
     Ok(())
 }
@@ -228,15 +253,4 @@ async fn find_idempotent(
         })
     })
     .transpose()
-}
-
-/// How many jobs of a project wait in the queue (for the per-project queue limit).
-async fn queued_jobs(client: &impl GenericClient, project_id: Uuid) -> DbResult<i64> {
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM jobs WHERE project_id = $1 AND status = 'Queued'",
-            &[&project_id],
-        )
-        .await?;
-    Ok(row.get(0))
 }

@@ -4,7 +4,7 @@
 
 use super::{connect, insert_job_drawing_ids, Admission, DbResult, Idempotency, Submitted};
 use crate::model::NewJob;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 /// Creates an empty database beside the one `admin_url` names and returns its URL;

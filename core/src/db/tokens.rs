@@ -47,12 +47,11 @@ pub async fn create_token(
 /// as the owner, so the API role never reads the tokens table; it refreshes `last_used_at` at
 /// most once a minute so that authentication does not turn every request into a write.
 pub async fn authenticate(
-    client: &impl GenericClient,
+    client: &deadpool_postgres::Client,
     token_hash: &[u8],
 ) -> DbResult<Option<Uuid>> {
-    let row = client
-        .query_one("SELECT authenticate($1)", &[&token_hash])
-        .await?;
+    let statement = client.prepare_cached("SELECT authenticate($1)").await?;
+    let row = client.query_one(&statement, &[&token_hash]).await?;
     Ok(row.get(0))
 }
 
