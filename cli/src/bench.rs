@@ -13,6 +13,7 @@
 //! - API ingest and the queue alone ([`ingest`]);
 //! - resident memory of the api and scheduler processes, idle and under load ([`rss`]).
 
+mod cpu;
 mod floor;
 mod ingest;
 mod report;
@@ -53,6 +54,9 @@ pub struct BenchArgs {
     /// Concurrent workers claiming and completing for the queue figure.
     #[arg(long, default_value_t = 8)]
     queue_workers: usize,
+    /// Measure only the API ingest and the queue (no sandbox; bench.json is left as it is).
+    #[arg(long)]
+    ingest_only: bool,
     /// Where bench.json and bench.svg are written.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
@@ -101,6 +105,9 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
         machine: json!({ "cores": cores, "slots": slots, "warm_pool": warm_pool, "date": date.to_string() }),
         ..Figures::default()
     };
+    if args.ingest_only {
+        return ingest::ingest_and_queue(&config, &args, &mut figures).await;
+    }
     let sandbox = Sandbox::connect(&config, "bench", "bench").await?;
     let result = measure(&config, &args, &sandbox, slots, &mut figures).await;
     sandbox.settle().await;
@@ -131,20 +138,27 @@ async fn measure(
         (&HELLO, args.throughput_jobs),
         (&ARTICLE, (args.throughput_jobs / 5).max(2)),
     ] {
+        let cpu_before = cpu::busy();
         let service_rate = service_throughput(&client, document, jobs).await?;
-        let floor_rate =
-            floor::throughput(config, sandbox, document, slots, jobs.min(40), true).await?;
-        let peer_rate =
-            floor::throughput(config, sandbox, document, slots, jobs.min(40), false).await?;
+        let service_cpu = cpu::ms_per_job(cpu_before, jobs);
+        let floor = floor::throughput(config, sandbox, document, slots, jobs.min(40), true).await?;
+        let peer = floor::throughput(config, sandbox, document, slots, jobs.min(40), false).await?;
+        let (floor_rate, peer_rate) = (floor.per_second, peer.per_second);
         println!(
             "\nthroughput at saturation ({jobs} {} jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers ({:.0}%) | peer {peer_rate:.2} jobs/s ({:.2}x)",
             document.name,
             100.0 * service_rate / floor_rate,
             service_rate / peer_rate
         );
+        println!(
+            "  busy CPU per job, whole machine: service {service_cpu:.0} ms | floor {:.0} ms (compile and removal) | peer {:.0} ms | starting a container beforehand (create, attach, start) {:.0} ms",
+            floor.cpu_ms_per_job, peer.cpu_ms_per_job, floor.start_cpu_ms
+        );
         figures.throughput.push(json!({
             "document": document.name, "jobs": jobs, "service_per_second": service_rate,
             "floor_per_second": floor_rate, "peer_per_second": peer_rate,
+            "service_cpu_ms_per_job": service_cpu, "floor_cpu_ms_per_job": floor.cpu_ms_per_job,
+            "peer_cpu_ms_per_job": peer.cpu_ms_per_job, "container_start_cpu_ms": floor.start_cpu_ms,
         }));
     }
     load.cancel();

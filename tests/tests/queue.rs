@@ -204,8 +204,9 @@ async fn concurrent_submissions_with_one_key_make_one_job() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_full_project_queue_answers_429_with_retry_after() {
     let app = TestApp::spawn_api_only(|config| config.max_queued_per_project = 2).await;
+    let mut queued = Vec::new();
     for _ in 0..2 {
-        app.submit(json!({ "input_latex": HELLO })).await;
+        queued.push(app.submit(json!({ "input_latex": HELLO })).await);
     }
     let response = app
         .post_compile(&json!({ "project_id": app.project_id, "input_latex": HELLO }))
@@ -223,6 +224,20 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
         response.json::<Value>().await.unwrap()["code"],
         "queue_full"
     );
+    // A job that leaves the queue, cancelled or claimed, frees its place.
+    delete(&app, queued[0]["id"].as_str().unwrap()).await;
+    app.submit(json!({ "input_latex": HELLO })).await;
+    let scheduler =
+        texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
+    let claimed = texfleet_core::db::claim_jobs(&scheduler, "test", 60, 1, 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    app.submit(json!({ "input_latex": HELLO })).await;
+    let response = app
+        .post_compile(&json!({ "project_id": app.project_id, "input_latex": HELLO }))
+        .await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let (other_project, other_token) = app.other_project().await;
     let response = app
         .post_as(

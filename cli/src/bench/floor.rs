@@ -4,7 +4,7 @@
 //! compile, as `docker run --rm` in a service without a pool), and one engine pass (the
 //! driver's own timing of its first pass in the floor's container: the compiler alone).
 
-use super::{ms, Document};
+use super::{cpu, ms, Document};
 use anyhow::ensure;
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -108,6 +108,15 @@ impl Run {
     }
 }
 
+/// A reference's throughput and what it cost the machine.
+pub struct Throughput {
+    pub per_second: f64,
+    /// Busy CPU per compile while the compiles ran (the peer's: container lifecycles too).
+    pub cpu_ms_per_job: f64,
+    /// Busy CPU per container started before the clock (the floor's; none for the peer).
+    pub start_cpu_ms: f64,
+}
+
 /// Compiles per second of `document` on `lanes` parallel lanes, `total` in all: with
 /// containers started beforehand (the floor) or created and removed per compile (the peer).
 pub async fn throughput(
@@ -117,9 +126,11 @@ pub async fn throughput(
     lanes: usize,
     total: usize,
     warm: bool,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Throughput> {
     let per_lane = total.div_ceil(lanes);
+    let jobs = per_lane * lanes;
     // For the floor, every container is started before the clock: the compiles alone.
+    let start_cpu = cpu::busy();
     let mut containers = Vec::new();
     for _ in 0..lanes {
         let mut lane = Vec::new();
@@ -131,6 +142,11 @@ pub async fn throughput(
         }
         containers.push(lane);
     }
+    let start_cpu_ms = match warm {
+        true => cpu::ms_per_job(start_cpu, jobs),
+        false => 0.0,
+    };
+    let compile_cpu = cpu::busy();
     let started = Instant::now();
     let runs = containers.into_iter().map(|lane| async move {
         for container in lane {
@@ -146,7 +162,11 @@ pub async fn throughput(
     }
     // The peer's removals are part of its work.
     sandbox.settle().await;
-    Ok((per_lane * lanes) as f64 / started.elapsed().as_secs_f64())
+    Ok(Throughput {
+        per_second: jobs as f64 / started.elapsed().as_secs_f64(),
+        cpu_ms_per_job: cpu::ms_per_job(compile_cpu, jobs),
+        start_cpu_ms,
+    })
 }
 
 /// Milliseconds of each run.

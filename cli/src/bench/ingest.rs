@@ -62,6 +62,7 @@ async fn ingest_and_queue_in(
     let body = json!({ "project_id": project, "input_latex": HELLO.main, "cache": false });
     let sent = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
+    let cpu_before = cpu::busy();
     let started = Instant::now();
     let workers = (0..args.ingest_concurrency).map(|_| {
         let (client, body, sent, latencies) = (
@@ -89,18 +90,21 @@ async fn ingest_and_queue_in(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let latencies = latencies.lock().expect("latencies").clone();
+    let cpu_ms = cpu::ms_per_job(cpu_before, latencies.len());
     figures.ingest = json!({
         "requests": latencies.len(), "concurrency": args.ingest_concurrency,
         "per_second": latencies.len() as f64 / elapsed,
         "p50_ms": ms(percentile(&latencies, 0.5)), "p99_ms": ms(percentile(&latencies, 0.99)),
+        "cpu_ms_per_request": cpu_ms,
     });
     println!(
-        "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms",
+        "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms; busy CPU per request {:.2} ms (client, API and Postgres)",
         latencies.len(),
         args.ingest_concurrency,
         latencies.len() as f64 / elapsed,
         ms(percentile(&latencies, 0.5)),
-        ms(percentile(&latencies, 0.99))
+        ms(percentile(&latencies, 0.99)),
+        cpu_ms
     );
     let _ = stop.send(());
     let _ = server.await;
@@ -115,6 +119,7 @@ async fn ingest_and_queue_in(
         String::new(),
     );
     let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let cpu_before = cpu::busy();
     let started = Instant::now();
     let workers = (0..args.queue_workers).map(|worker| {
         let (pool, outcome, claims, completions) = (
@@ -147,17 +152,19 @@ async fn ingest_and_queue_in(
         worker??;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let jobs = completions.load(Ordering::Relaxed);
+    let cpu_ms = cpu::ms_per_job(cpu_before, jobs);
     figures.queue = json!({
-        "jobs": completions.load(Ordering::Relaxed), "workers": args.queue_workers,
+        "jobs": jobs, "workers": args.queue_workers,
         "claims_per_second": claims.load(Ordering::Relaxed) as f64 / elapsed,
-        "completions_per_second": completions.load(Ordering::Relaxed) as f64 / elapsed,
+        "completions_per_second": jobs as f64 / elapsed,
+        "cpu_ms_per_job": cpu_ms,
     });
     println!(
-        "queue alone ({} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s",
-        completions.load(Ordering::Relaxed),
+        "queue alone ({jobs} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s; busy CPU per job {cpu_ms:.2} ms (claim and completion, workers and Postgres)",
         args.queue_workers,
         claims.load(Ordering::Relaxed) as f64 / elapsed,
-        completions.load(Ordering::Relaxed) as f64 / elapsed
+        jobs as f64 / elapsed
     );
     Ok(())
 }

@@ -160,15 +160,14 @@ static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// A queued job, in one statement with the queue limit's check: admitted while the project
-/// has fewer than `$12` queued jobs, a count that stops at `$12` rows, so that its cost does
-/// not grow with the backlog. `admitted` false is a full queue; `id` null with `admitted` is an
+/// has fewer than `$12` queued jobs, read from the counts that triggers keep (migration V12),
+/// so that its cost does not grow with the backlog. `admitted` false is a full queue; `id` null with `admitted` is an
 /// id or idempotency key taken meanwhile (`ON CONFLICT DO NOTHING`).
 static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH waiting AS (
-         SELECT count(*) < $12::int8 AS admitted FROM (
-             SELECT 1 FROM jobs WHERE project_id = $2::uuid AND status = 'Queued' LIMIT $12::int8
-         ) AS queued
+         SELECT coalesce(sum(queued), 0) < $12::int8 AS admitted
+         FROM queue_depth WHERE project_id = $2::uuid
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
                            idempotency_key, request_hash, input_hash, main_path, use_cache)
