@@ -3,8 +3,10 @@
 -- the backlog. The count is split into 64 shards picked by the backend's pid, so concurrent
 -- submissions of one project do not wait on one row lock; the depth is the sum of the shards.
 -- A shard may go negative (a job queued through one connection, claimed through another).
+-- No foreign key: the jobs' own key guards the project, and the counts of a deleted
+-- project's cascading job deletions must not look for it.
 CREATE TABLE queue_depth (
-    project_id uuid NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    project_id uuid NOT NULL,
     shard      smallint NOT NULL,
     queued     bigint NOT NULL,
     PRIMARY KEY (project_id, shard)
