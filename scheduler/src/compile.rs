@@ -170,7 +170,12 @@ async fn compile_and_upload(
     );
     outcome.preamble_cache =
         compile_state::answer(&prepared, collected.state.as_ref()).map(PreambleCache::as_str);
-    outcome.incremental = incremental;
+    // A compile whose start from the last compile's files failed ran again from nothing.
+    outcome.incremental = incremental
+        && !collected
+            .state
+            .as_ref()
+            .is_some_and(|state| state.restarted);
     let outputs = Outputs {
         log: collected.log,
         pdf: collected.pdf,

@@ -245,3 +245,68 @@ async fn a_restored_file_that_a_pass_rewrites_calls_for_another_pass() {
     let text = text_of(&app, &edited).await;
     assert!(text.contains("Contents 1 One 1 2 Two 1"), "{text}");
 }
+
+const REFERENCES: &str = "@book{knuth84, author = {Donald E. Knuth}, title = {The TeXbook}, \
+                          publisher = {Addison-Wesley}, year = {1984}}\n";
+
+/// A document citing the book, its bibliography built by bibtex (natbib) or by biber
+/// (biblatex): both tools write the same `.bbl`, in forms the other package cannot read.
+fn citing(biblatex: bool, body: &str) -> Value {
+    let main = match biblatex {
+        true => format!(
+            "\\documentclass{{article}}\\usepackage{{biblatex}}\\addbibresource{{refs.bib}}\n\
+             \\begin{{document}}{body} \\cite{{knuth84}}.\\printbibliography\\end{{document}}\n"
+        ),
+        false => format!(
+            "\\documentclass{{article}}\\usepackage[numbers]{{natbib}}\n\
+             \\begin{{document}}{body} \\cite{{knuth84}}.\
+             \\bibliographystyle{{plainnat}}\\bibliography{{refs}}\\end{{document}}\n"
+        ),
+    };
+    json!({ "input_latex": main, "files": [{ "path": "refs.bib", "content": REFERENCES }] })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bibliography_another_tool_wrote_since_is_built_again() {
+    let app = TestApp::spawn().await;
+    app.compile(citing(false, "First.")).await;
+    // The same document switched to biblatex, and back: bibtex's input is as it was, but the
+    // .bbl handed on is biber's.
+    let switched = app.compile(citing(true, "Second.")).await;
+    assert!(text_of(&app, &switched).await.contains("Second. [1]."));
+    let back = app.compile(citing(false, "Third.")).await;
+    assert_eq!(back["incremental"], true, "{back:#}");
+    let log = log_of(&app, &back).await;
+    assert!(log.contains("ran bibtex output"), "{log}");
+    let mut from_nothing = citing(false, "Third.");
+    from_nothing["cache"] = json!(false);
+    let expected = text_of(&app, &app.compile(from_nothing).await).await;
+    assert!(
+        expected.contains("Third. [1]. References [1] Donald E. Knuth."),
+        "{expected}"
+    );
+    assert_eq!(text_of(&app, &back).await, expected);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_that_fails_from_the_last_files_runs_from_nothing_and_hands_nothing_on() {
+    let app = TestApp::spawn().await;
+    let main = |body: &str| {
+        json!({ "input_latex": format!(
+            "\\documentclass{{article}}\\begin{{document}}\\tableofcontents\\section{{One}}{body}\\end{{document}}") })
+    };
+    app.compile(main("Fine.")).await;
+    let failing = app.compile(main("\\UndefinedMacro")).await;
+    assert_eq!(failing["incremental"], false, "{failing:#}");
+    let log = log_of(&app, &failing).await;
+    assert!(log.contains("restored"), "{log}");
+    assert!(
+        log.contains("did not end well; again from nothing"),
+        "{log}"
+    );
+    // Its files are not handed on: the next compile starts from nothing.
+    let next = app.compile(main("Fine again.")).await;
+    assert_eq!(next["incremental"], false, "{next:#}");
+    assert!(!log_of(&app, &next).await.contains("restored"));
+    assert!(text_of(&app, &next).await.contains("1 One Fine again."));
+}

@@ -128,6 +128,9 @@ pub struct DriverState {
     /// A format was given and the engine could not load it; the compile ran without it.
     #[serde(default)]
     pub format_refused: bool,
+    /// The compile from the last compile's auxiliary files failed and ran again from nothing.
+    #[serde(default)]
+    pub restarted: bool,
 }
 
 /// What came of [`Preamble::Dump`].

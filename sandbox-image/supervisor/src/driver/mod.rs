@@ -98,6 +98,7 @@ pub fn run() -> io::Result<()> {
         copy_font_names();
     }
     eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
+    let before_restore = state::files_under(work);
     let restored = state::restore(&mut tools, &spec.previous);
     let mut format = Format {
         path: match &spec.preamble {
@@ -106,6 +107,8 @@ pub fn run() -> io::Result<()> {
         },
         ..Format::default()
     };
+    let format_given = format.path.clone();
+    let from_state = !restored.is_empty();
     let mut succeeded = compile(
         &mut tools,
         engine,
@@ -115,6 +118,28 @@ pub fn run() -> io::Result<()> {
         &mut format,
         restored,
     );
+    // The last compile's files may be what failed (a .bbl of another bibliography package, say):
+    // the result must be the document's own, so it is compiled again from nothing.
+    let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
+    if restarted {
+        tools.trace.push(
+            "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
+                .into(),
+        );
+        let mut keep = before_restore;
+        keep.extend(format_given.iter().map(PathBuf::from));
+        state::forget(&mut tools, work, &keep);
+        format.path = format_given.filter(|_| !format.blamed);
+        succeeded = compile(
+            &mut tools,
+            engine,
+            main_name,
+            &folder,
+            spec.halt_on_error,
+            &mut format,
+            Vec::new(),
+        );
+    }
     if let Some(finish) = engine.finish(&environment) {
         // Only the finishing step writes this engine's PDF: a file of that name the document
         // wrote (with no page typeset, there is no .xdv) goes first.
@@ -145,9 +170,14 @@ pub fn run() -> io::Result<()> {
         .map(Path::to_path_buf)
         .collect();
     let driver_state = DriverState {
-        next: state::next(&tools, &folder, &sources_here),
+        // Only a compile that ended well hands its files on: the next starts from nothing.
+        next: match succeeded {
+            true => state::next(&tools, &folder, &sources_here),
+            false => Default::default(),
+        },
         dump,
         format_refused: format.blamed,
+        restarted,
     };
     write_driver_state(&driver_state)?;
     append_to_log(&tools.trace)?;

@@ -52,6 +52,36 @@ pub fn restore(tools: &mut Tools, previous: &CompileState) -> Vec<PathBuf> {
     restored
 }
 
+/// Every file under `root` (not following links), to tell the restored and generated files
+/// from the sources when the compile starts again from nothing.
+pub fn files_under(root: &Path) -> HashSet<PathBuf> {
+    let mut found = HashSet::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => folders.push(entry.path()),
+                Ok(_) => {
+                    found.insert(entry.path());
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    found
+}
+
+/// Removes every file under `root` but those in `keep` (the sources, converted figures and
+/// the format) and the tools' memory of their last inputs: what a compile from nothing sees.
+pub fn forget(tools: &mut Tools, root: &Path, keep: &HashSet<PathBuf>) {
+    for path in files_under(root) {
+        if !keep.contains(&path) {
+            let _ = fs::remove_file(&path);
+        }
+    }
+    tools.forget();
+}
+
 fn write_new(path: &Path, content_base64: &str) -> io::Result<()> {
     let bytes = BASE64.decode(content_base64).map_err(io::Error::other)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

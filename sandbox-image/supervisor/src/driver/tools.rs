@@ -36,8 +36,9 @@ impl Tools {
     }
 
     /// Runs `program` when `signature` (of what it reads) differs from its last run's, or when
-    /// `output` does not exist yet. `tool_log` is the file where the program explains itself.
-    /// Returns whether `output` changed, which calls for another pass.
+    /// `output` is not what that run left (missing, or written since by another tool: biber
+    /// and bibtex both write the `.bbl`). `tool_log` is the file where the program explains
+    /// itself. Returns whether `output` changed, which calls for another pass.
     pub fn run_if_changed(
         &mut self,
         program: Program,
@@ -47,14 +48,15 @@ impl Tools {
     ) -> bool {
         let key = program.args.join(" ");
         let before = fingerprint(output);
-        if self.last_inputs.get(&key) == Some(&signature) && before.is_some() {
+        if before.is_some() && self.last_inputs.get(&key) == Some(&ran_on(signature, before)) {
             return false;
         }
-        self.last_inputs.insert(key, signature);
         if self.run(&program).is_some_and(|exit| !exit.success()) {
             self.copy_log(tool_log);
         }
-        fingerprint(output) != before
+        let after = fingerprint(output);
+        self.last_inputs.insert(key, ran_on(signature, after));
+        after != before
     }
 
     /// Runs `program` to its end and records it in the trace, with what it printed when it
@@ -103,6 +105,11 @@ impl Tools {
         );
     }
 
+    /// Forgets every tool's last inputs: the next of each runs whatever its input.
+    pub fn forget(&mut self) {
+        self.last_inputs.clear();
+    }
+
     /// The input signature of each tool's last run, for the next compile.
     pub fn signatures(&self) -> BTreeMap<String, u64> {
         self.last_inputs
@@ -135,6 +142,11 @@ pub fn describe(exit: Exit) -> String {
         Exit::Code(code) => format!("exit {code}"),
         Exit::Signal(signal) => format!("killed by signal {signal}"),
     }
+}
+
+/// What a tool's run is remembered by: the signature of its input and what it left.
+fn ran_on(signature: u64, output: Option<u64>) -> u64 {
+    signature_of(&format!("{signature} {output:?}"))
 }
 
 /// A signature of some text: what a tool reads of a larger file (an aux file's citations).
