@@ -82,13 +82,13 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
-    /// speaks, and checks that the sandbox image is there.
     /// Whether the engine answers (`GET /_ping`).
     pub async fn ping(&self) -> Result<(), DockerError> {
         self.docker.ping().await.map(drop)
     }
 
+    /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
+    /// speaks, and checks that the sandbox image is there.
     pub async fn connect(
         config: &Config,
         scheduler_id: &str,

@@ -67,6 +67,8 @@ pub struct Context {
     pub sandbox: docker::Sandbox,
     /// Containers started ahead of demand; None when the warm pool is off.
     pub warm_pool: Option<Arc<WarmPool>>,
+    /// Whether the Docker engine answers; claims wait while it does not.
+    pub engine: Arc<engine_health::EngineHealth>,
 }
 
 /// Runs the scheduler until `shutdown` resolves. Then it stops claiming, lets running compiles
@@ -92,6 +94,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         storage: Storage::new(&config),
         owner: owner.clone(),
         config: config.clone(),
+        engine: Arc::new(engine_health::EngineHealth::default()),
     });
     tracing::info!(
         owner,
@@ -127,12 +130,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
     db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
-    let engine = Arc::new(engine_health::EngineHealth::default());
-    let engine_watch = tokio::spawn(engine_health::watch(
-        context.clone(),
-        running.clone(),
-        engine.clone(),
-    ));
+    let engine = context.engine.clone();
+    let engine_watch = tokio::spawn(engine_health::watch(context.clone(), running.clone()));
     let deliverer = deliveries::Deliverer::new(&config, context.db.clone())?
         .map(|deliverer| tokio::spawn(Arc::new(deliverer).run(wake_deliveries.clone())));
     let stop_pool = CancellationToken::new();

@@ -52,7 +52,10 @@ pub async fn record(
             tracing::warn!(%cause, ?backoff, "infrastructure failure");
             let code = match error {
                 Interrupted::Storage(_) => ErrorCode::StorageError,
-                _ => ErrorCode::SandboxError,
+                _ => {
+                    crate::engine_health::check_after_failure(context).await;
+                    ErrorCode::SandboxError
+                }
             };
             metrics::RETRIES.with_label_values(&[code.as_str()]).inc();
             let error = JobError {
