@@ -310,3 +310,44 @@ async fn a_compile_that_fails_from_the_last_files_runs_from_nothing_and_hands_no
     assert!(!log_of(&app, &next).await.contains("restored"));
     assert!(text_of(&app, &next).await.contains("1 One Fine again."));
 }
+
+/// Every pass of the body writes text of its own over the preamble format's file.
+const FORGE_FORMAT: &str =
+    "\\immediate\\openout15=output.fmt \\immediate\\write15{FORGED}\\immediate\\closeout15";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_format_the_document_rewrites_is_neither_kept_nor_loaded() {
+    let app = TestApp::spawn().await;
+    let first = app.compile(document("", FORGE_FORMAT, "Style")).await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    assert!(text_of(&app, &first).await.contains("See section 2."));
+    // The check pass after the dump ran the body too: what is kept is the dump's format.
+    let prefix = format!("projects/{}/", app.project_id);
+    let kept = app.storage.list(&prefix).await.unwrap();
+    let key = kept.iter().find(|key| key.ends_with("/preamble.fmt"));
+    let format = app
+        .storage
+        .get_bytes(key.expect("a kept format"))
+        .await
+        .unwrap();
+    assert!(
+        !format.windows(6).any(|w| w == b"FORGED"),
+        "the document's text was kept"
+    );
+
+    // A new section moves the one referred to: a second pass runs after the first rewrote
+    // the format, and loads none.
+    let body = format!("{FORGE_FORMAT}\\section{{Inserted}}");
+    let second = app.compile(document("", &body, "Style")).await;
+    assert_eq!(second["preamble_cache"], "hit", "{second:#}");
+    assert!(text_of(&app, &second).await.contains("See section 3."));
+    let log = log_of(&app, &second).await;
+    assert!(
+        log.contains("the compile rewrote the project's preamble format"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("failed with the project's preamble format"),
+        "{log}"
+    );
+}

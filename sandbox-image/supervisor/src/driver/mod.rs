@@ -105,6 +105,7 @@ pub fn run() -> io::Result<()> {
             Preamble::Load { .. } => preamble::install(&mut tools, &format_bytes, main_folder),
             _ => None,
         },
+        content: format_bytes,
         ..Format::default()
     };
     let format_given = format.path.clone();
@@ -225,6 +226,17 @@ fn compile(
         if STOP.load(Ordering::SeqCst) {
             return false;
         }
+        if format
+            .path
+            .as_ref()
+            .is_some_and(|path| !preamble::holds(Path::new(path), &format.content))
+        {
+            tools.trace.push(
+                "texfleet: the compile rewrote the project's preamble format; the passes go on without it"
+                    .into(),
+            );
+            format.path = None;
+        }
         let before = files::fingerprints(&generated);
         // A pass that writes no output must not leave the last one's behind.
         let _ = fs::remove_file(engine.pass_output());
@@ -291,6 +303,8 @@ fn compile(
 struct Format {
     /// Its full path, while the passes load it.
     path: Option<String>,
+    /// What the scheduler gave, which the file must still hold when a pass loads it.
+    content: Vec<u8>,
     /// The last pass failed with it and runs again without it.
     retried: bool,
     /// A pass failed with it and succeeded without it: the format is not to be used again.

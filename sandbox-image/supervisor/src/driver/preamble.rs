@@ -19,11 +19,13 @@ use super::eps::{self, GHOSTSCRIPT};
 use super::files::is_plain_relative;
 use super::tools::Tools;
 use crate::process::{Exit, Program};
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use texfleet_sandbox::{Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, PDF_FILE, SYNCTEX_FILE, WORK_DIR};
+use texfleet_sandbox::{
+    Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
+};
 
 /// Where TeX's own files are: a dump may read anything there (the image is in the key).
 const TEX_TREES: &[&str] = &[
@@ -61,6 +63,14 @@ pub fn dump(
     }
     let exit = tools.run(&program);
     let mut judged = judge(exit, folder, sources);
+    // The check pass runs the document, which may write the format's file: what is kept is
+    // what the dump wrote, read before the document runs again.
+    let mut dumped = Vec::new();
+    let read = open_regular(Path::new(FORMAT_FILE))
+        .and_then(|file| file.take(MAX_FORMAT_BYTES).read_to_end(&mut dumped));
+    if matches!(judged, Dump::Built { .. }) && read.is_err() {
+        judged = refused("the dump's format cannot be read");
+    }
     if matches!(judged, Dump::Built { .. }) {
         let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
         let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
@@ -82,6 +92,10 @@ pub fn dump(
     for name in KEPT {
         let _ = fs::remove_file(name);
         let _ = fs::rename(aside(name), name);
+    }
+    let _ = fs::remove_file(FORMAT_FILE);
+    if matches!(judged, Dump::Built { .. }) && write_new(&dumped).is_err() {
+        judged = refused("the format cannot be written back");
     }
     if let Dump::Refused { why } = &judged {
         tools.skip(format!("keeping the preamble as a format: {why}"));
@@ -212,13 +226,7 @@ fn normalized(path: &Path) -> PathBuf {
 /// full path for `-fmt`, or None (with the reason in the trace) when it cannot be written: a
 /// source of that name is the document's, not ours.
 pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String> {
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(FORMAT_FILE)
-        .and_then(|mut file| file.write_all(format));
-    match written {
+    match write_new(format) {
         Ok(()) => Some(
             Path::new(WORK_DIR)
                 .join(folder)
@@ -229,6 +237,47 @@ pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String
         Err(error) => {
             tools.skip(format!("the project's preamble format: {error}"));
             None
+        }
+    }
+}
+
+fn write_new(format: &[u8]) -> io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(FORMAT_FILE)?
+        .write_all(format)
+}
+
+/// The regular file at `path` (not a link, nor a FIFO that would block the read).
+fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    match file.metadata()?.is_file() {
+        true => Ok(file),
+        false => Err(io::Error::other(format!(
+            "{} is not a file",
+            path.display()
+        ))),
+    }
+}
+
+/// Whether the file at `path` holds exactly `content`. A pass may write any file in its folder,
+/// the format's name included: the next pass must load the format, not what the document wrote.
+pub fn holds(path: &Path, content: &[u8]) -> bool {
+    let Ok(mut file) = open_regular(path) else {
+        return false;
+    };
+    let mut rest = content;
+    let mut buffer = vec![0; 1 << 16];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return rest.is_empty(),
+            Ok(n) if n <= rest.len() && buffer[..n] == rest[..n] => rest = &rest[n..],
+            _ => return false,
         }
     }
 }
@@ -247,5 +296,29 @@ mod tests {
             normalized(Path::new("/work/../../etc/passwd")),
             Path::new("/etc/passwd")
         );
+    }
+
+    #[test]
+    fn a_format_is_held_only_by_a_file_of_exactly_its_bytes() {
+        let folder = std::env::temp_dir().join(format!("texfleet-holds-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&folder);
+        fs::create_dir_all(&folder).unwrap();
+        let (format, link, fifo) = (folder.join("f"), folder.join("l"), folder.join("p"));
+        let content = vec![7u8; 200_000];
+        fs::write(&format, &content).unwrap();
+        std::os::unix::fs::symlink(&format, &link).unwrap();
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(holds(&format, &content));
+        assert!(!holds(&format, &content[1..]));
+        assert!(!holds(&format, &[content.as_slice(), b"x"].concat()));
+        let mut changed = content.clone();
+        changed[150_000] = 8;
+        assert!(!holds(&format, &changed));
+        assert!(!holds(&link, &content), "a link is not the format");
+        assert!(
+            !holds(&fifo, b""),
+            "a FIFO is not the format, and does not block"
+        );
+        fs::remove_dir_all(&folder).unwrap();
     }
 }
