@@ -85,15 +85,22 @@ pub fn run() -> io::Result<()> {
     ]
     .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
     // For later compiles of the project's document: the driver's state, and the format when
-    // one was asked for (a file of that name is otherwise the document's own).
+    // one was asked for (a file of that name is otherwise the document's own). The driver
+    // writes them last, before it exits by itself: after a kill or a limit, files of those
+    // names can only be the document's.
+    let driver_done = ended_by_itself(exit, report.limit);
     let driver_state = Path::new(DRIVER_STATE);
-    let state = take_optional(
-        driver_state.parent().unwrap_or(Path::new("/")),
-        Path::new(driver_state.file_name().unwrap_or_default()),
-        MAX_STATE_BYTES,
-        &mut report,
-    );
-    let format = (spec.preamble == Preamble::Dump)
+    let state = driver_done
+        .then(|| {
+            take_optional(
+                driver_state.parent().unwrap_or(Path::new("/")),
+                Path::new(driver_state.file_name().unwrap_or_default()),
+                MAX_STATE_BYTES,
+                &mut report,
+            )
+        })
+        .flatten();
+    let format = (driver_done && spec.preamble == Preamble::Dump)
         .then(|| {
             take_optional(
                 root,
@@ -117,6 +124,11 @@ pub fn run() -> io::Result<()> {
         }
     }
     archive.into_inner()?.flush()
+}
+
+/// Whether the driver ended its compile itself, within every limit.
+fn ended_by_itself(exit: Exit, limit: Option<Limit>) -> bool {
+    matches!(exit, Exit::Code(_)) && limit.is_none()
 }
 
 /// The main document's folder, relative to the work directory.
@@ -178,4 +190,18 @@ fn arm_deadline(seconds: u32) -> io::Result<()> {
     unsafe { sigaction(Signal::SIGALRM, &action) }.map_err(io::Error::other)?;
     nix::unistd::alarm::set(seconds.max(1));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_driver_that_ended_by_itself_within_its_limits_hands_on_state() {
+        assert!(ended_by_itself(Exit::Code(0), None));
+        assert!(ended_by_itself(Exit::Code(1), None));
+        assert!(!ended_by_itself(Exit::Signal(9), None));
+        assert!(!ended_by_itself(Exit::Code(1), Some(Limit::Timeout)));
+        assert!(!ended_by_itself(Exit::Code(0), Some(Limit::Output)));
+    }
 }

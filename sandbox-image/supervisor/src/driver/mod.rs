@@ -67,6 +67,8 @@ pub fn run() -> io::Result<()> {
     // SAFETY: the handler only stores to an atomic.
     unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::other)?;
     let landlock = confine::restrict_files()?;
+    // Only the driver's own state may leave: nothing of the document has run yet.
+    let _ = fs::remove_file(DRIVER_STATE);
     let work = Path::new(WORK_DIR);
     files::write_sources(work, &spec.files)?;
     // The API checked the path; a spec that did not come through it must not move the compile.
@@ -339,7 +341,9 @@ fn write_driver_state(state: &DriverState) -> io::Result<()> {
         .write(true)
         .create(true)
         .truncate(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
+        // Over a file the document made (nothing it runs should reach /tmp), not through a
+        // link, and failing rather than waiting on a FIFO.
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(DRIVER_STATE)?;
     let mut writer = io::BufWriter::new(file);
     serde_json::to_writer(&mut writer, state).map_err(io::Error::other)?;
