@@ -351,3 +351,32 @@ async fn a_format_the_document_rewrites_is_neither_kept_nor_loaded() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_again_from_nothing_reads_the_sources_as_they_were_sent() {
+    let app = TestApp::spawn().await;
+    let request = |body: &str| {
+        json!({
+            "input_latex": format!(
+                "\\documentclass{{article}}\\begin{{document}}\\input{{part}} {body}\\end{{document}}"),
+            "files": [{ "path": "part.tex", "content": "Original part." }],
+        })
+    };
+    // The first compile leaves flag.txt among its files; from them, the second rewrites a
+    // source and fails, and runs again from nothing, where there is no flag.
+    let write = |name: &str, text: &str| {
+        format!(
+            "\\immediate\\openout15={name} \\immediate\\write15{{{text}}}\\immediate\\closeout15 "
+        )
+    };
+    app.compile(request(&write("flag.txt", "x"))).await;
+    let rewrite = format!(
+        "\\IfFileExists{{flag.txt}}{{{}\\UndefinedMacro}}{{}}",
+        write("part.tex", "Rewritten part.")
+    );
+    let second = app.compile(request(&rewrite)).await;
+    let log = log_of(&app, &second).await;
+    assert!(log.contains("again from nothing"), "{log}");
+    let text = text_of(&app, &second).await;
+    assert!(text.contains("Original part."), "{text}");
+}

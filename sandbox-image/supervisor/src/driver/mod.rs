@@ -100,7 +100,6 @@ pub fn run() -> io::Result<()> {
         copy_font_names();
     }
     eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
-    let before_restore = state::files_under(work);
     let restored = state::restore(&mut tools, &spec.previous);
     let mut format = Format {
         path: match &spec.preamble {
@@ -129,9 +128,11 @@ pub fn run() -> io::Result<()> {
             "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
                 .into(),
         );
-        let mut keep = before_restore;
-        keep.extend(format_given.iter().map(PathBuf::from));
+        // The passes may have rewritten sources and converted figures too: all are made again.
+        let keep = format_given.iter().map(PathBuf::from).collect();
         state::forget(&mut tools, work, &keep);
+        files::write_sources(work, &spec.files)?;
+        eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
         format.path = format_given.filter(|_| !format.blamed);
         succeeded = compile(
             &mut tools,

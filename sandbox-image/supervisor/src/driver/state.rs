@@ -52,9 +52,8 @@ pub fn restore(tools: &mut Tools, previous: &CompileState) -> Vec<PathBuf> {
     restored
 }
 
-/// Every file under `root` (not following links), to tell the restored and generated files
-/// from the sources when the compile starts again from nothing.
-pub fn files_under(root: &Path) -> HashSet<PathBuf> {
+/// Every file under `root` (not following links).
+fn files_under(root: &Path) -> HashSet<PathBuf> {
     let mut found = HashSet::new();
     let mut folders = vec![root.to_path_buf()];
     while let Some(folder) = folders.pop() {
@@ -71,8 +70,8 @@ pub fn files_under(root: &Path) -> HashSet<PathBuf> {
     found
 }
 
-/// Removes every file under `root` but those in `keep` (the sources, converted figures and
-/// the format) and the tools' memory of their last inputs: what a compile from nothing sees.
+/// Removes every file under `root` but those in `keep` (the format), and the tools' memory of
+/// their last inputs: the sources written again then make what a compile from nothing sees.
 pub fn forget(tools: &mut Tools, root: &Path, keep: &HashSet<PathBuf>) {
     for path in files_under(root) {
         if !keep.contains(&path) {
