@@ -67,6 +67,22 @@ async fn sample_running(
     }
 }
 
+/// The job ids a query of one text column returns.
+async fn job_ids(
+    pool: &texfleet_core::db::Pool,
+    query: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Vec<String> {
+    let rows = pool
+        .get()
+        .await
+        .unwrap()
+        .query(query, params)
+        .await
+        .unwrap();
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
 async fn readiness(http: &reqwest::Client, address: &str) -> Option<u16> {
     let answer = http
         .get(format!("http://{address}/readyz"))
@@ -121,20 +137,12 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
         Duration::from_secs(120),
         "a compile runs on the second engine",
         || async {
-            let running: Vec<String> = app
-                .pool
-                .get()
-                .await
-                .unwrap()
-                .query(
-                    "SELECT id::text FROM jobs WHERE status = 'Running' AND lease_owner = $1",
-                    &[&small],
-                )
-                .await
-                .unwrap()
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
+            let running = job_ids(
+                &app.pool,
+                "SELECT id::text FROM jobs WHERE status = 'Running' AND lease_owner = $1",
+                &[&small],
+            )
+            .await;
             running.iter().any(|id| {
                 second_engine_actions(id, since)
                     .iter()
@@ -180,20 +188,12 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
     // Only the compile running on the dead engine (one slot) lost an attempt: the first failure
     // stopped the claims, before the next job could fail in milliseconds on the dead engine.
     let uuids: Vec<uuid::Uuid> = ids.iter().map(|id| id.parse().unwrap()).collect();
-    let retried: Vec<String> = app
-        .pool
-        .get()
-        .await
-        .unwrap()
-        .query(
-            "SELECT id::text FROM jobs WHERE id = ANY($1) AND attempts > 1",
-            &[&uuids],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let retried = job_ids(
+        &app.pool,
+        "SELECT id::text FROM jobs WHERE id = ANY($1) AND attempts > 1",
+        &[&uuids],
+    )
+    .await;
     assert!(
         retried.len() <= 1,
         "attempts lost to the dead engine: {retried:?}"
