@@ -20,7 +20,7 @@
 
 local allowed = {
   "/usr/share/texlive/", "/usr/share/texmf/", "/usr/share/fonts/", "/usr/share/texfleet/",
-  "/var/lib/texmf/", "/etc/texmf/", "/etc/fonts/", "/work/", "/tmp/",
+  "/var/lib/texmf/", "/etc/texmf/", "/etc/fonts/", "/work/", "/tmp/texmf-var/",
 }
 
 local lfs, kpse, io, os, package, debug = lfs, kpse, io, os, package, debug

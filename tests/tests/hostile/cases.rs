@@ -141,6 +141,10 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua("local f = io.open('/proc/self/mountinfo') tex.print('mountinfo:' .. (f and f:read('*a') or 'refused'))"), SUCCEEDS) },
         Case { text_contains: Some("canary:refused"), ..case("lua io.open host file", "lualatex",
             lua(&format!("local f = io.open('{host_canary}') tex.print('canary:' .. (f and f:read('*a') or 'refused'))")), SUCCEEDS) },
+        // The driver's own files in /tmp (a tool's output, the pages it compares) are not Lua's.
+        // (LuaTeX's openout_any already refuses writes there.)
+        Case { text_contains: Some("tmp:refused"), ..case("lua lists tmp", "lualatex",
+            lua("tex.print('tmp:' .. (type(lfs.dir('/tmp')) == 'function' and 'allowed' or 'refused'))"), SUCCEEDS) },
         Case { text_contains: Some("chdir:refused"), ..case("lua chdir to the root", "lualatex",
             lua("local ok = lfs.chdir('/') local f = io.open('etc/passwd') tex.print('chdir:' .. ((ok or f) and 'allowed' or 'refused'))"), SUCCEEDS) },
         // Files Landlock allows every program (all of /usr) but the Lua sandbox does not.
