@@ -68,11 +68,12 @@ impl Tools {
     /// [`Tools::run`] under limits of its own, below those the compile inherits.
     pub fn run_limited(&mut self, program: &Program, limits: &[(Resource, u64)]) -> Option<Exit> {
         let command = program.args.join(" ");
+        // A new file: what the last program left there may be a link or a FIFO.
+        let _ = std::fs::remove_file(TOOL_OUTPUT);
         let output = File::options()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .open(TOOL_OUTPUT);
         let exit = match output {
             Ok(output) => process::run(program, Some(&output), limits),
