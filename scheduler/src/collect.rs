@@ -98,7 +98,11 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
                     continue;
                 }
                 match name.as_str() {
-                    STATE_FILE => collected.state = serde_json::from_slice(&bytes).ok(),
+                    STATE_FILE => {
+                        collected.state = serde_json::from_slice(&bytes)
+                            .ok()
+                            .map(DriverState::bounded)
+                    }
                     _ => collected.format = Some(bytes),
                 }
                 continue;

@@ -352,31 +352,44 @@ async fn a_format_the_document_rewrites_is_neither_kept_nor_loaded() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_compile_again_from_nothing_reads_the_sources_as_they_were_sent() {
-    let app = TestApp::spawn().await;
+/// Compiles twice a document that inputs part.tex. The first compile leaves flag.txt among its
+/// files; from them, the second runs `sabotage` and fails, and runs again from nothing, where
+/// there is no flag. Returns the second's text.
+async fn compiled_again_from_nothing_after(app: &TestApp, engine: &str, sabotage: &str) -> String {
     let request = |body: &str| {
         json!({
+            "engine": engine,
             "input_latex": format!(
                 "\\documentclass{{article}}\\begin{{document}}\\input{{part}} {body}\\end{{document}}"),
             "files": [{ "path": "part.tex", "content": "Original part." }],
         })
     };
-    // The first compile leaves flag.txt among its files; from them, the second rewrites a
-    // source and fails, and runs again from nothing, where there is no flag.
-    let write = |name: &str, text: &str| {
-        format!(
-            "\\immediate\\openout15={name} \\immediate\\write15{{{text}}}\\immediate\\closeout15 "
-        )
-    };
-    app.compile(request(&write("flag.txt", "x"))).await;
-    let rewrite = format!(
-        "\\IfFileExists{{flag.txt}}{{{}\\UndefinedMacro}}{{}}",
-        write("part.tex", "Rewritten part.")
-    );
-    let second = app.compile(request(&rewrite)).await;
-    let log = log_of(&app, &second).await;
+    app.compile(request(&write_file("flag.txt", "x"))).await;
+    let failing = format!("\\IfFileExists{{flag.txt}}{{{sabotage}\\UndefinedMacro}}{{}}");
+    let second = app.compile(request(&failing)).await;
+    let log = log_of(app, &second).await;
     assert!(log.contains("again from nothing"), "{log}");
-    let text = text_of(&app, &second).await;
+    text_of(app, &second).await
+}
+
+fn write_file(name: &str, text: &str) -> String {
+    format!("\\immediate\\openout15={name} \\immediate\\write15{{{text}}}\\immediate\\closeout15 ")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_again_from_nothing_reads_the_sources_as_they_were_sent() {
+    let app = TestApp::spawn().await;
+    let rewrite = write_file("part.tex", "Rewritten part.");
+    let text = compiled_again_from_nothing_after(&app, "pdflatex", &rewrite).await;
+    assert!(text.contains("Original part."), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_again_from_nothing_clears_a_folder_made_in_a_sources_place() {
+    let app = TestApp::spawn().await;
+    // LuaTeX's Lua may remove a file and make a folder of its name, which removing files
+    // leaves: the source could not be written again.
+    let folder = "\\directlua{os.remove('part.tex') lfs.mkdir('part.tex')}";
+    let text = compiled_again_from_nothing_after(&app, "lualatex", folder).await;
     assert!(text.contains("Original part."), "{text}");
 }

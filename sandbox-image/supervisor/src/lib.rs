@@ -27,6 +27,14 @@ pub const STATE_FILE: &str = "state.json";
 pub const MAX_FORMAT_BYTES: u64 = 64 * 1024 * 1024;
 /// The largest [`STATE_FILE`]; auxiliary files that do not fit are not kept.
 pub const MAX_STATE_BYTES: u64 = 8 * 1024 * 1024;
+/// The most auxiliary files a compile hands on ([`CompileState::bounded`]).
+pub const MAX_STATE_FILES: usize = 200;
+/// The most tool signatures a compile hands on, and the longest tool run each names.
+const MAX_TOOL_SIGNATURES: usize = 64;
+const MAX_TOOL_KEY_BYTES: usize = 1024;
+/// The most files a dumped format may say it read, and the longest reason for a refused dump.
+const MAX_FORMAT_READS: usize = 1000;
+const MAX_REFUSAL_CHARS: usize = 300;
 /// The job name of every engine run, so that outputs are `output.pdf`, `output.log`, ...
 pub const JOB_NAME: &str = "output";
 /// The main document when the request sends it as `input_latex`.
@@ -119,6 +127,29 @@ pub struct CompileState {
     pub tools: BTreeMap<String, u64>,
 }
 
+impl CompileState {
+    /// What either side keeps of a state that the compile's user wrote: at most
+    /// [`MAX_STATE_FILES`] files, each at a plain relative path, and a bounded number of tool
+    /// signatures, each for a run named in a bounded length.
+    pub fn bounded(mut self) -> CompileState {
+        self.files
+            .retain(|file| is_plain_relative(std::path::Path::new(&file.path)));
+        self.files.truncate(MAX_STATE_FILES);
+        self.tools
+            .retain(|tool, _| tool.len() <= MAX_TOOL_KEY_BYTES);
+        self.tools = self.tools.into_iter().take(MAX_TOOL_SIGNATURES).collect();
+        self
+    }
+}
+
+/// A relative path of plain components: no root, no `.` or `..`, not empty.
+pub fn is_plain_relative(path: &std::path::Path) -> bool {
+    path.components().next().is_some()
+        && path
+            .components()
+            .all(|part| matches!(part, std::path::Component::Normal(_)))
+}
+
 /// What the compile driver leaves in [`STATE_FILE`]. Written by the compile's user: the
 /// scheduler bounds it and keeps it for the same project's same document only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +162,24 @@ pub struct DriverState {
     /// The compile from the last compile's auxiliary files failed and ran again from nothing.
     #[serde(default)]
     pub restarted: bool,
+}
+
+impl DriverState {
+    /// [`CompileState::bounded`], and a dump's list of reads and reason bounded too: the
+    /// scheduler logs and looks up what the compile's user wrote.
+    pub fn bounded(mut self) -> DriverState {
+        self.next = self.next.bounded();
+        match &mut self.dump {
+            Some(Dump::Built { reads }) => reads.truncate(MAX_FORMAT_READS),
+            Some(Dump::Refused { why }) => {
+                if let Some((cut, _)) = why.char_indices().nth(MAX_REFUSAL_CHARS) {
+                    why.truncate(cut);
+                }
+            }
+            None => {}
+        }
+        self
+    }
 }
 
 /// What came of [`Preamble::Dump`].
@@ -230,5 +279,42 @@ mod tests {
         assert_eq!(read.files, spec.files);
         assert_eq!(format, b"\n\0fm");
         assert!(read_job(&mut &input[..input.len() - 1], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn a_state_is_bounded_in_files_paths_tools_and_words() {
+        let file = |path: &str| FileSpec {
+            path: path.into(),
+            content_base64: String::new(),
+        };
+        let mut files: Vec<FileSpec> = ["/etc/passwd", "../up.aux", "./x.aux", "", "a/b.aux"]
+            .map(file)
+            .into();
+        files.extend((0..MAX_STATE_FILES + 5).map(|n| file(&format!("f{n}.aux"))));
+        let mut tools: BTreeMap<String, u64> = (0..MAX_TOOL_SIGNATURES + 5)
+            .map(|n| (format!("bibtex {n}"), 1))
+            .collect();
+        tools.insert("a".repeat(MAX_TOOL_KEY_BYTES + 1), 1);
+        let state = DriverState {
+            next: CompileState { files, tools },
+            dump: Some(Dump::Refused {
+                why: "é".repeat(MAX_REFUSAL_CHARS * 10),
+            }),
+            ..DriverState::default()
+        }
+        .bounded();
+        assert_eq!(state.next.files.len(), MAX_STATE_FILES);
+        assert_eq!(state.next.files[0].path, "a/b.aux");
+        assert!(state.next.files.iter().all(|file| file.path != "../up.aux"));
+        assert_eq!(state.next.tools.len(), MAX_TOOL_SIGNATURES);
+        assert!(state
+            .next
+            .tools
+            .keys()
+            .all(|tool| tool.len() <= MAX_TOOL_KEY_BYTES));
+        let Some(Dump::Refused { why }) = state.dump else {
+            panic!("the refusal went");
+        };
+        assert_eq!(why.chars().count(), MAX_REFUSAL_CHARS);
     }
 }

@@ -8,13 +8,15 @@
 //! - `convert-eps`: convert one figure for xdvipdfmx ([`driver::eps::convert_for_xdvipdfmx`]).
 //!
 //! The supervisor's own privileges are in [`privileges`], what confines the compile in
-//! [`confine`], and how programs are started (by argument vector, never a shell) in
-//! [`process`]. The scheduler keeps its own, later deadline as the outer guard and re-checks
+//! [`confine`], how programs are started (by argument vector, never a shell) in
+//! [`process`], and what the driver hands the supervisor for the next compile in
+//! [`handover`]. The scheduler keeps its own, later deadline as the outer guard and re-checks
 //! everything this program says.
 
 mod check;
 mod confine;
 mod driver;
+mod handover;
 mod outputs;
 mod privileges;
 mod process;

@@ -12,9 +12,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 use texfleet_sandbox::{Limit, Report};
 
-/// Where the compile driver leaves its [`texfleet_sandbox::DriverState`] for the supervisor.
-pub const DRIVER_STATE: &str = "/tmp/texfleet-state.json";
-
 /// What may be left of the work directory when it counts as full.
 const NEARLY_FULL_BYTES: u64 = 1024 * 1024;
 const NEARLY_FULL_INODES: u64 = 16;
@@ -97,25 +94,6 @@ pub fn take_output(
         report
             .notes
             .push(format!("{name}: larger than {cap} bytes; truncated"));
-    }
-    Some(content)
-}
-
-/// [`take_output`] for what only speeds up later compiles: a file larger than its cap is
-/// left out, and the compile's verdict is not touched.
-pub fn take_optional(
-    root: &Path,
-    relative: &Path,
-    cap: u64,
-    report: &mut Report,
-) -> Option<Vec<u8>> {
-    let content = take(root, relative, cap, report)?;
-    if content.len() as u64 > cap {
-        report.notes.push(format!(
-            "{}: larger than {cap} bytes; not kept",
-            relative.display()
-        ));
-        return None;
     }
     Some(content)
 }

@@ -7,7 +7,8 @@
 //! only verdict the scheduler reads is this one.
 
 use crate::confine;
-use crate::outputs::{append, disk_limit_reached, take_optional, take_output, DRIVER_STATE};
+use crate::handover::{self, Handover};
+use crate::outputs::{append, disk_limit_reached, take_output};
 use crate::privileges;
 use crate::process::{self, Exit, Program};
 use nix::fcntl::OFlag;
@@ -15,14 +16,15 @@ use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::{pipe2, Pid};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use texfleet_sandbox::{
-    job_input, read_job, JobSpec, Limit, Preamble, Report, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES,
-    MAX_STATE_BYTES, PDF_FILE, REPORT_FILE, STATE_FILE, SYNCTEX_FILE, WORK_DIR,
+    job_input, read_job, JobSpec, Limit, Preamble, Report, FORMAT_FILE, LOG_FILE, PDF_FILE,
+    REPORT_FILE, STATE_FILE, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// This program, executed again as the compile driver.
@@ -39,7 +41,7 @@ pub fn run() -> io::Result<()> {
     // effort: gVisor lacks it, and there Docker's init reaps them (kill(-1) still kills them).
     let subreaper = nix::sys::prctl::set_child_subreaper(true);
     let started = Instant::now();
-    let exit = compile(&spec, &format)?;
+    let (exit, handover) = compile(&spec, &format)?;
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(io::Error::other)?;
     let cpu = usage.user_time() + usage.system_time();
     let mut report = Report {
@@ -84,32 +86,22 @@ pub fn run() -> io::Result<()> {
         (SYNCTEX_FILE, spec.max_synctex_bytes),
     ]
     .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
-    // For later compiles of the project's document: the driver's state, and the format when
-    // one was asked for (a file of that name is otherwise the document's own). The driver
-    // writes them last, before it exits by itself: after a kill or a limit, files of those
-    // names can only be the document's.
-    let driver_done = ended_by_itself(exit, report.limit);
-    let driver_state = Path::new(DRIVER_STATE);
-    let state = driver_done
-        .then(|| {
-            take_optional(
-                driver_state.parent().unwrap_or(Path::new("/")),
-                Path::new(driver_state.file_name().unwrap_or_default()),
-                MAX_STATE_BYTES,
-                &mut report,
-            )
-        })
-        .flatten();
-    let format = (driver_done && spec.preamble == Preamble::Dump)
-        .then(|| {
-            take_optional(
-                root,
-                &directory.join(FORMAT_FILE),
-                MAX_FORMAT_BYTES,
-                &mut report,
-            )
-        })
-        .flatten();
+    // For later compiles of the project's document. The driver hands them over last, before
+    // it exits by itself: after a kill or a limit, what came may be cut short or spoiled.
+    let handover = match handover {
+        Ok(handover) => handover.filter(|_| ended_by_itself(exit, report.limit)),
+        Err(error) => {
+            report.notes.push(format!("nothing handed on: {error}"));
+            None
+        }
+    };
+    let (state, format) = match handover {
+        Some(Handover { state, format }) => {
+            let dumped = spec.preamble == Preamble::Dump && !format.is_empty();
+            (Some(state), dumped.then_some(format))
+        }
+        None => (None, None),
+    };
 
     let mut archive = tar::Builder::new(io::stdout().lock());
     append(
@@ -137,32 +129,43 @@ pub fn main_directory(spec: &JobSpec) -> &Path {
 }
 
 /// Runs the compile driver as the compile's user until it ends or the deadline passes, then
-/// kills and reaps everything the compile started.
-fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<Exit> {
-    // Close-on-exec: only the reader, made the driver's stdin, reaches it; nothing of the
-    // compile inherits the writer.
+/// kills and reaps everything the compile started. Returns how the driver ended and what it
+/// handed on.
+fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<(Exit, io::Result<Option<Handover>>)> {
+    // Close-on-exec: only the spec's reader, made the driver's stdin, and the handover's
+    // writer, made its stdout, reach the driver; nothing of the compile inherits the others.
     let (spec_reader, spec_writer) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::other)?;
+    let (handover_reader, handover_writer) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::other)?;
     let environment = confine::environment(spec, main_directory(spec));
     let driver = Program::new(SELF, &[DRIVE_ARG], &environment);
-    let child = process::spawn(&driver, Some(spec_reader.as_raw_fd()), None, || {
-        privileges::become_compile()?;
-        confine::prefer_for_oom_kill()?;
-        confine::set_limits(spec)
-    })?;
-    drop(spec_reader);
+    let handover_writer = File::from(handover_writer);
+    let child = process::spawn(
+        &driver,
+        Some(spec_reader.as_raw_fd()),
+        Some(&handover_writer),
+        || {
+            privileges::become_compile()?;
+            confine::prefer_for_oom_kill()?;
+            confine::set_limits(spec)
+        },
+    )?;
+    drop((spec_reader, handover_writer));
     // The driver reads the whole spec before it starts anything; it may die first (EPIPE).
-    let mut writer = std::fs::File::from(spec_writer);
+    let mut writer = File::from(spec_writer);
     let _ = writer.write_all(&job_input(spec, format));
     drop(writer);
 
     arm_deadline(spec.timeout_seconds)?;
+    // The handover ends when the driver does: the deadline kills it, and nothing else holds
+    // the pipe's writer.
+    let handover = handover::read(File::from(handover_reader));
     let exit = process::wait(child);
     nix::unistd::alarm::cancel();
     // Nothing of the compile may outlive it. With CAP_KILL, kill(-1) reaches every process
     // but init and ourselves.
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     while waitpid(Pid::from_raw(-1), None).is_ok() {}
-    exit
+    Ok((exit?, handover))
 }
 
 /// 0: running; 1: asked to stop; 2: killed.

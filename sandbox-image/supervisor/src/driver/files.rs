@@ -16,7 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use texfleet_sandbox::FileSpec;
+use texfleet_sandbox::{is_plain_relative, FileSpec};
 
 /// Files larger than this are compared by size only: generated files read back are small.
 const MAX_HASHED_BYTES: u64 = 16 * 1024 * 1024;
@@ -44,12 +44,6 @@ pub fn write_sources(root: &Path, files: &[FileSpec]) -> io::Result<()> {
             .write_all(&content)?;
     }
     Ok(())
-}
-
-/// A relative path of plain components: no root, no `.` or `..`.
-pub fn is_plain_relative(path: &Path) -> bool {
-    path.components().next().is_some()
-        && path.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// A fingerprint of a file's content, or None when it does not exist.

@@ -13,6 +13,7 @@
 mod bcf;
 mod bib2gls;
 mod bibliography;
+mod clear;
 mod engine;
 pub mod eps;
 mod files;
@@ -24,7 +25,7 @@ mod state;
 mod tools;
 
 use crate::confine;
-use crate::outputs::DRIVER_STATE;
+use crate::handover;
 use crate::process::{self, Exit};
 use engine::Engine;
 use landlock::RulesetStatus;
@@ -35,7 +36,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use texfleet_sandbox::{read_job, DriverState, Preamble, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR};
+use texfleet_sandbox::{
+    read_job, DriverState, JobSpec, Preamble, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR,
+};
 use tools::Tools;
 
 /// latexmk's default limit of runs.
@@ -56,8 +59,9 @@ pub fn run() -> io::Result<()> {
     // The compile runs as our user: without this, it could write into our memory through
     // /proc/<pid>/mem and change the exit status. Children are dumpable again after exec.
     nix::sys::prctl::set_dumpable(false).map_err(io::Error::other)?;
+    let channel = handover::take_channel()?;
     let started = std::time::Instant::now();
-    let (spec, format_bytes) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
+    let (mut spec, format_bytes) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let action = SigAction::new(
         SigHandler::Handler(on_interrupt),
@@ -67,10 +71,6 @@ pub fn run() -> io::Result<()> {
     // SAFETY: the handler only stores to an atomic.
     unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::other)?;
     let landlock = confine::restrict_files()?;
-    // Only the driver's own state may leave: nothing of the document has run yet.
-    let _ = fs::remove_file(DRIVER_STATE);
-    let work = Path::new(WORK_DIR);
-    files::write_sources(work, &spec.files)?;
     // The API checked the path; a spec that did not come through it must not move the compile.
     if !names::is_safe_path(&spec.main) || !spec.files.iter().any(|f| f.path == spec.main) {
         return Err(io::Error::other(format!(
@@ -78,10 +78,10 @@ pub fn run() -> io::Result<()> {
             spec.main
         )));
     }
+    let work = Path::new(WORK_DIR);
     let main = Path::new(&spec.main);
     let main_folder = main.parent().unwrap_or(Path::new(""));
     let folder = work.join(main_folder);
-    std::env::set_current_dir(&folder)?;
     let main_name = main
         .file_name()
         .and_then(|name| name.to_str())
@@ -96,11 +96,8 @@ pub fn run() -> io::Result<()> {
         .push(format!("texfleet: Landlock {:?}", landlock.ruleset));
     tools.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
-    if engine == Engine::Lualatex {
-        copy_font_names();
-    }
-    eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
-    let restored = state::restore(&mut tools, &spec.previous);
+    lay_out(&mut tools, &spec, engine, &folder)?;
+    let restored = state::restore(&mut tools, std::mem::take(&mut spec.previous));
     let mut format = Format {
         path: match &spec.preamble {
             Preamble::Load { .. } => preamble::install(&mut tools, &format_bytes, main_folder),
@@ -109,7 +106,7 @@ pub fn run() -> io::Result<()> {
         content: format_bytes,
         ..Format::default()
     };
-    let format_given = format.path.clone();
+    let format_given = format.path.is_some();
     let from_state = !restored.is_empty();
     let mut succeeded = compile(
         &mut tools,
@@ -128,21 +125,33 @@ pub fn run() -> io::Result<()> {
             "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
                 .into(),
         );
-        // The passes may have rewritten sources and converted figures too: all are made again.
-        let keep = format_given.iter().map(PathBuf::from).collect();
-        state::forget(&mut tools, work, &keep);
-        files::write_sources(work, &spec.files)?;
-        eps::convert_all(&mut tools, &spec.files, work, spec.timeout_seconds);
-        format.path = format_given.filter(|_| !format.blamed);
-        succeeded = compile(
-            &mut tools,
-            engine,
-            main_name,
-            &folder,
-            spec.halt_on_error,
-            &mut format,
-            Vec::new(),
-        );
+        // The passes may have rewritten sources, converted figures, caches and the format:
+        // all are made again. What cannot be cleared fails the compile.
+        match state::forget(&mut tools).and_then(|()| lay_out(&mut tools, &spec, engine, &folder)) {
+            Ok(()) => {
+                format.path = (format_given && !format.blamed)
+                    .then(|| preamble::install(&mut tools, &format.content, main_folder))
+                    .flatten();
+                succeeded = compile(
+                    &mut tools,
+                    engine,
+                    main_name,
+                    &folder,
+                    spec.halt_on_error,
+                    &mut format,
+                    Vec::new(),
+                );
+            }
+            Err(error) => {
+                tools.trace.push(format!(
+                    "texfleet: the compile left what cannot be cleared ({error}); it ends here"
+                ));
+                // Where the supervisor takes the log from, without the first run's PDF.
+                fs::create_dir_all(&folder)?;
+                std::env::set_current_dir(&folder)?;
+                let _ = fs::remove_file(PDF_FILE);
+            }
+        }
     }
     if let Some(finish) = engine.finish(&environment) {
         // Only the finishing step writes this engine's PDF: a file of that name the document
@@ -164,10 +173,15 @@ pub fn run() -> io::Result<()> {
     if spec.preamble == Preamble::Dump && succeeded && !time_left {
         tools.skip("keeping the preamble as a format: half of the timeout is spent".into());
     }
-    let dump = (spec.preamble == Preamble::Dump && succeeded && time_left).then(|| {
-        let halt = spec.halt_on_error;
-        preamble::dump(&mut tools, engine, main_name, main_folder, &sources, halt)
-    });
+    let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded && time_left {
+        true => {
+            let halt = spec.halt_on_error;
+            let (dump, format) =
+                preamble::dump(&mut tools, engine, main_name, main_folder, &sources, halt);
+            (Some(dump), format)
+        }
+        false => (None, Vec::new()),
+    };
     let sources_here: Vec<PathBuf> = sources
         .iter()
         .filter_map(|path| Path::new(path).strip_prefix(main_folder).ok())
@@ -183,11 +197,24 @@ pub fn run() -> io::Result<()> {
         format_refused: format.blamed,
         restarted,
     };
-    write_driver_state(&driver_state)?;
+    handover::write(channel, &driver_state, &dumped_format)?;
     append_to_log(&tools.trace)?;
     if !succeeded {
         std::process::exit(ENGINE_FAILED);
     }
+    Ok(())
+}
+
+/// Makes the job's files as the client sent them in the work directory, with the converted
+/// figures, and enters the main document's `folder`.
+fn lay_out(tools: &mut Tools, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
+    let work = Path::new(WORK_DIR);
+    files::write_sources(work, &spec.files)?;
+    std::env::set_current_dir(folder)?;
+    if engine == Engine::Lualatex {
+        copy_font_names();
+    }
+    eps::convert_all(tools, &spec.files, work, spec.timeout_seconds);
     Ok(())
 }
 
@@ -334,21 +361,6 @@ fn is_trivial_aux(path: &Path) -> bool {
                 line.is_empty() || line == "\\relax" || line.starts_with("\\gdef \\@abspage@last{")
             })
         })
-}
-
-/// Leaves what the next compile of this document may use for the supervisor to take out.
-fn write_driver_state(state: &DriverState) -> io::Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        // Over a file the document made (nothing it runs should reach /tmp), not through a
-        // link, and failing rather than waiting on a FIFO.
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(DRIVER_STATE)?;
-    let mut writer = io::BufWriter::new(file);
-    serde_json::to_writer(&mut writer, state).map_err(io::Error::other)?;
-    writer.flush()
 }
 
 /// The trace goes at the end of the job's log, where users look.

@@ -16,7 +16,6 @@
 
 use super::engine::Engine;
 use super::eps::{self, GHOSTSCRIPT};
-use super::files::is_plain_relative;
 use super::tools::Tools;
 use crate::process::{Exit, Program};
 use std::fs::{self, File, OpenOptions};
@@ -24,7 +23,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
-    Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
+    is_plain_relative, Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE,
+    SYNCTEX_FILE, WORK_DIR,
 };
 
 /// Where TeX's own files are: a dump may read anything there (the image is in the key).
@@ -44,8 +44,8 @@ const RENDER_CPU_SECONDS: u64 = 20;
 const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output.xdv"];
 
 /// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
-/// into [`FORMAT_FILE`] and checks it, or says why it cannot be kept. `sources` are the job's
-/// files, by path relative to the work directory.
+/// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes).
+/// `sources` are the job's files, by path relative to the work directory.
 pub fn dump(
     tools: &mut Tools,
     engine: Engine,
@@ -53,9 +53,12 @@ pub fn dump(
     folder: &Path,
     sources: &[String],
     halt_on_error: bool,
-) -> Dump {
+) -> (Dump, Vec<u8>) {
     let Some(program) = engine.dump(main, &tools.environment) else {
-        return refused("LuaTeX formats cannot hold fonts loaded through Lua");
+        return (
+            refused("LuaTeX formats cannot hold fonts loaded through Lua"),
+            Vec::new(),
+        );
     };
     let aside = |name: &str| format!(".texfleet-kept-{name}");
     for name in KEPT {
@@ -94,14 +97,11 @@ pub fn dump(
         let _ = fs::rename(aside(name), name);
     }
     let _ = fs::remove_file(FORMAT_FILE);
-    if matches!(judged, Dump::Built { .. }) && write_new(&dumped).is_err() {
-        judged = refused("the format cannot be written back");
-    }
     if let Dump::Refused { why } = &judged {
         tools.skip(format!("keeping the preamble as a format: {why}"));
-        let _ = fs::remove_file(FORMAT_FILE);
+        dumped.clear();
     }
-    judged
+    (judged, dumped)
 }
 
 fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {

@@ -8,7 +8,8 @@
 //! The driver reruns a pass when a restored file the pass read changed during it, exactly as
 //! for files the compile wrote itself.
 
-use super::files::{self, is_plain_relative};
+use super::clear;
+use super::files;
 use super::names::is_safe_path;
 use super::tools::Tools;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -19,8 +20,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use texfleet_sandbox::{
-    CompileState, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_STATE_BYTES, PDF_FILE,
-    SYNCTEX_FILE,
+    is_plain_relative, CompileState, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_STATE_BYTES,
+    MAX_STATE_FILES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// Outputs of the compile and its inputs made before the first pass, which are not state.
@@ -28,13 +29,13 @@ const NOT_STATE: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, FORMAT_FILE, "ou
 const CONVERTED_FIGURE: &str = "-eps-converted-to.pdf";
 /// The most auxiliary bytes kept: base64 in JSON must stay below [`MAX_STATE_BYTES`].
 const MAX_KEPT_BYTES: u64 = MAX_STATE_BYTES / 2;
-const MAX_KEPT_FILES: usize = 200;
 
 /// Writes the previous compile's auxiliary files into the current folder, never over a source,
 /// and hands the tools their last input signatures. Returns the files written.
-pub fn restore(tools: &mut Tools, previous: &CompileState) -> Vec<PathBuf> {
+pub fn restore(tools: &mut Tools, previous: CompileState) -> Vec<PathBuf> {
+    let previous = previous.bounded();
     let mut restored = Vec::new();
-    for file in previous.files.iter().take(MAX_KEPT_FILES) {
+    for file in &previous.files {
         if !is_safe_path(&file.path) {
             continue;
         }
@@ -52,33 +53,15 @@ pub fn restore(tools: &mut Tools, previous: &CompileState) -> Vec<PathBuf> {
     restored
 }
 
-/// Every file under `root` (not following links).
-fn files_under(root: &Path) -> HashSet<PathBuf> {
-    let mut found = HashSet::new();
-    let mut folders = vec![root.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => folders.push(entry.path()),
-                Ok(_) => {
-                    found.insert(entry.path());
-                }
-                Err(_) => {}
-            }
-        }
-    }
-    found
-}
-
-/// Removes every file under `root` but those in `keep` (the format), and the tools' memory of
-/// their last inputs: the sources written again then make what a compile from nothing sees.
-pub fn forget(tools: &mut Tools, root: &Path, keep: &HashSet<PathBuf>) {
-    for path in files_under(root) {
-        if !keep.contains(&path) {
-            let _ = fs::remove_file(&path);
-        }
+/// Removes everything the compile left in the work directory and in `/tmp`, and the tools'
+/// memory of their last inputs: the job's files written again then make what a compile from
+/// nothing sees. Fails when anything is left.
+pub fn forget(tools: &mut Tools) -> io::Result<()> {
+    for folder in [WORK_DIR, "/tmp"] {
+        clear::own_files_under(Path::new(folder))?;
     }
     tools.forget();
+    Ok(())
 }
 
 fn write_new(path: &Path, content_base64: &str) -> io::Result<()> {
@@ -106,7 +89,7 @@ pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
     let sources: HashSet<&PathBuf> = sources.iter().collect();
     let mut seen = HashSet::new();
     for path in recorded.outputs.iter().chain(&recorded.inputs) {
-        if state.files.len() == MAX_KEPT_FILES {
+        if state.files.len() == MAX_STATE_FILES {
             break;
         }
         let name = path.to_string_lossy();
