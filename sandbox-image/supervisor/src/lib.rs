@@ -165,12 +165,18 @@ pub struct DriverState {
 }
 
 impl DriverState {
-    /// [`CompileState::bounded`], and a dump's list of reads and reason bounded too: the
-    /// scheduler logs and looks up what the compile's user wrote.
+    /// [`CompileState::bounded`], a dump that read more files than are kept in its key
+    /// refused (a format keyed by some of its inputs could be stale), and a refusal's reason
+    /// shortened: the scheduler logs and looks up what the compile's user wrote.
     pub fn bounded(mut self) -> DriverState {
         self.next = self.next.bounded();
         match &mut self.dump {
-            Some(Dump::Built { reads }) => reads.truncate(MAX_FORMAT_READS),
+            Some(Dump::Built { reads }) if reads.len() > MAX_FORMAT_READS => {
+                self.dump = Some(Dump::Refused {
+                    why: format!("the preamble read more than {MAX_FORMAT_READS} files"),
+                });
+            }
+            Some(Dump::Built { .. }) => {}
             Some(Dump::Refused { why }) => {
                 if let Some((cut, _)) = why.char_indices().nth(MAX_REFUSAL_CHARS) {
                     why.truncate(cut);
@@ -316,5 +322,16 @@ mod tests {
             panic!("the refusal went");
         };
         assert_eq!(why.chars().count(), MAX_REFUSAL_CHARS);
+
+        let read_too_much = DriverState {
+            dump: Some(Dump::Built {
+                reads: vec!["macros.sty".into(); MAX_FORMAT_READS + 1],
+            }),
+            ..DriverState::default()
+        };
+        assert!(matches!(
+            read_too_much.bounded().dump,
+            Some(Dump::Refused { .. })
+        ));
     }
 }

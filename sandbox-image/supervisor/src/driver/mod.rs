@@ -37,7 +37,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use texfleet_sandbox::{
-    read_job, DriverState, JobSpec, Preamble, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR,
+    read_job, DriverState, Dump, JobSpec, Preamble, JOB_NAME, LOG_FILE, PDF_FILE, WORK_DIR,
 };
 use tools::Tools;
 
@@ -146,10 +146,12 @@ pub fn run() -> io::Result<()> {
                 tools.trace.push(format!(
                     "texfleet: the compile left what cannot be cleared ({error}); it ends here"
                 ));
-                // Where the supervisor takes the log from, without the first run's PDF.
+                // Where the supervisor takes the log from, without the first run's outputs
+                // (xdvipdfmx would make a PDF of its .xdv).
                 fs::create_dir_all(&folder)?;
                 std::env::set_current_dir(&folder)?;
                 let _ = fs::remove_file(PDF_FILE);
+                let _ = fs::remove_file(engine.pass_output());
             }
         }
     }
@@ -196,8 +198,18 @@ pub fn run() -> io::Result<()> {
         dump,
         format_refused: format.blamed,
         restarted,
+    }
+    .bounded();
+    let dumped_format = match driver_state.dump {
+        Some(Dump::Built { .. }) => dumped_format,
+        _ => Vec::new(),
     };
-    handover::write(channel, &driver_state, &dumped_format)?;
+    // It only speeds up the next compile: this one's verdict and log stand without it.
+    if let Err(error) = handover::write(channel, &driver_state, &dumped_format) {
+        tools.trace.push(format!(
+            "texfleet: nothing handed on to the next compile: {error}"
+        ));
+    }
     append_to_log(&tools.trace)?;
     if !succeeded {
         std::process::exit(ENGINE_FAILED);

@@ -70,12 +70,21 @@ pub fn dump(
     // what the dump wrote, read before the document runs again.
     let mut dumped = Vec::new();
     let read = open_regular(Path::new(FORMAT_FILE))
-        .and_then(|file| file.take(MAX_FORMAT_BYTES).read_to_end(&mut dumped));
+        .and_then(|file| file.take(MAX_FORMAT_BYTES + 1).read_to_end(&mut dumped));
     if matches!(judged, Dump::Built { .. }) && read.is_err() {
         judged = refused("the dump's format cannot be read");
     }
+    if matches!(judged, Dump::Built { .. }) && dumped.len() as u64 > MAX_FORMAT_BYTES {
+        judged = refused(&format!(
+            "the format is larger than {MAX_FORMAT_BYTES} bytes"
+        ));
+    }
+    let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
+    // The pass checks the file: it must be what is kept.
+    if matches!(judged, Dump::Built { .. }) && !holds(&format, &dumped) {
+        judged = refused("the format changed after the dump");
+    }
     if matches!(judged, Dump::Built { .. }) {
-        let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
         let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
         let _ = fs::remove_file(engine.pass_output());
         let _ = fs::remove_file(PDF_FILE);
