@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "pids_limit",
     "cpu_limit",
     "init_process",
+    "cannot_reach_driver_descriptors",
     "compile_user",
     "compile_has_no_capabilities",
     "landlock",
@@ -184,6 +185,7 @@ async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
     for layer in [
         "seccomp_refuses_sockets",
         "cannot_signal_supervisor",
+        "cannot_reach_driver_descriptors",
         "gvisor_keeps_seccomp",
     ] {
         assert!(names.contains(&layer), "{layer} was not checked: {names:?}");

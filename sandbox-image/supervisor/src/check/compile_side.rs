@@ -9,8 +9,10 @@ use nix::fcntl::{open, OFlag};
 use nix::sys::resource::{getrlimit, Resource};
 use nix::sys::signal::kill;
 use nix::sys::stat::Mode;
-use nix::unistd::getppid;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{getpid, getppid, ForkResult};
 use std::io;
+use std::os::fd::AsRawFd;
 use texfleet_sandbox::{CheckSpec, COMPILE_UID};
 
 pub const COMPILE_SIDE_ARG: &str = "check-compile";
@@ -31,8 +33,16 @@ pub fn run() -> io::Result<()> {
         .nth(2)
         .and_then(|json| serde_json::from_str(&json).ok())
         .ok_or_else(|| io::Error::other("no check spec"))?;
-    let landlock = confine::restrict_files();
     let mut checks = Checks::default();
+    // Before Landlock, which keeps /proc out where it exists. gVisor lets a process of the
+    // same user in even so (SECURITY.md says what that leaves open).
+    let reached = reach_descriptor_of_undumpable_parent();
+    checks.add(
+        "cannot_reach_driver_descriptors",
+        matches!(reached, Err(Errno::EACCES | Errno::EPERM)) || spec.gvisor,
+        format!("{reached:?}"),
+    );
+    let landlock = confine::restrict_files();
     let uid = nix::unistd::getuid().as_raw();
     checks.add("compile_user", uid == COMPILE_UID, format!("uid {uid}"));
     // capget, not /proc/self/status: Landlock keeps the compile out of /proc.
@@ -143,6 +153,32 @@ pub fn run() -> io::Result<()> {
         format!("HOME={home}"),
     );
     serde_json::to_writer(io::stdout().lock(), &checks.0).map_err(io::Error::other)
+}
+
+/// From a child, opens a descriptor of this process through `/proc`, as a program of the
+/// compile would try the driver's handover pipe: the driver is not dumpable, so the kernel
+/// must refuse even its own user.
+fn reach_descriptor_of_undumpable_parent() -> Result<(), Errno> {
+    nix::sys::prctl::set_dumpable(false)?;
+    let (_reader, writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let path = format!("/proc/{}/fd/{}", getpid(), writer.as_raw_fd());
+    // SAFETY: single-threaded; the child only opens a path and exits.
+    let reached = match unsafe { nix::unistd::fork() }? {
+        ForkResult::Child => {
+            let code = open_for(&path, OFlag::O_WRONLY)
+                .err()
+                .map_or(0, |errno| errno as i32);
+            // SAFETY: ends the child without running this process's exit handlers.
+            unsafe { nix::libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => match waitpid(child, None)? {
+            WaitStatus::Exited(_, 0) => Ok(()),
+            WaitStatus::Exited(_, code) => Err(Errno::from_raw(code)),
+            _ => Err(Errno::UnknownErrno),
+        },
+    };
+    nix::sys::prctl::set_dumpable(true)?;
+    reached
 }
 
 /// `FIGETBSZ` on this program's own file.
