@@ -352,16 +352,25 @@ async fn a_format_the_document_rewrites_is_neither_kept_nor_loaded() {
     );
 }
 
-/// Compiles twice a document that inputs part.tex. The first compile leaves flag.txt among its
-/// files; from them, the second runs `sabotage` and fails, and runs again from nothing, where
-/// there is no flag. Returns the second's text.
-async fn compiled_again_from_nothing_after(app: &TestApp, engine: &str, sabotage: &str) -> String {
+/// Compiles twice a document in a folder that inputs part.tex. The first compile leaves
+/// flag.txt among its files; from them, the second runs `sabotage` and fails, and runs again
+/// from nothing, where there is no flag. Returns the second job and its log.
+async fn compiled_again_from_nothing_after(
+    app: &TestApp,
+    engine: &str,
+    sabotage: &str,
+) -> (Value, String) {
     let request = |body: &str| {
+        let main = format!(
+            "\\documentclass{{article}}\\begin{{document}}\\input{{part}} {body}\\end{{document}}"
+        );
         json!({
             "engine": engine,
-            "input_latex": format!(
-                "\\documentclass{{article}}\\begin{{document}}\\input{{part}} {body}\\end{{document}}"),
-            "files": [{ "path": "part.tex", "content": "Original part." }],
+            "main": "paper/main.tex",
+            "files": [
+                { "path": "paper/main.tex", "content": main },
+                { "path": "paper/part.tex", "content": "Original part." },
+            ],
         })
     };
     app.compile(request(&write_file("flag.txt", "x"))).await;
@@ -369,7 +378,7 @@ async fn compiled_again_from_nothing_after(app: &TestApp, engine: &str, sabotage
     let second = app.compile(request(&failing)).await;
     let log = log_of(app, &second).await;
     assert!(log.contains("again from nothing"), "{log}");
-    text_of(app, &second).await
+    (second, log)
 }
 
 fn write_file(name: &str, text: &str) -> String {
@@ -380,7 +389,8 @@ fn write_file(name: &str, text: &str) -> String {
 async fn a_compile_again_from_nothing_reads_the_sources_as_they_were_sent() {
     let app = TestApp::spawn().await;
     let rewrite = write_file("part.tex", "Rewritten part.");
-    let text = compiled_again_from_nothing_after(&app, "pdflatex", &rewrite).await;
+    let (second, _) = compiled_again_from_nothing_after(&app, "pdflatex", &rewrite).await;
+    let text = text_of(&app, &second).await;
     assert!(text.contains("Original part."), "{text}");
 }
 
@@ -390,6 +400,22 @@ async fn a_compile_again_from_nothing_clears_a_folder_made_in_a_sources_place() 
     // LuaTeX's Lua may remove a file and make a folder of its name, which removing files
     // leaves: the source could not be written again.
     let folder = "\\directlua{os.remove('part.tex') lfs.mkdir('part.tex')}";
-    let text = compiled_again_from_nothing_after(&app, "lualatex", folder).await;
+    let (second, _) = compiled_again_from_nothing_after(&app, "lualatex", folder).await;
+    let text = text_of(&app, &second).await;
     assert!(text.contains("Original part."), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_that_cannot_be_cleared_ends_with_the_reason_in_its_log() {
+    let app = TestApp::spawn().await;
+    // Deeper than the driver may hold folders open at once (256 files).
+    let deep = "\\directlua{for i = 1, 300 do lfs.mkdir('d') lfs.chdir('d') end}";
+    let (second, log) = compiled_again_from_nothing_after(&app, "lualatex", deep).await;
+    assert_eq!(second["status"], "Failed", "{second:#}");
+    assert!(
+        log.contains("the compile left what cannot be cleared (Too many open files"),
+        "{log}"
+    );
+    let id = second["id"].as_str().unwrap();
+    assert_eq!(app.get(&format!("/compile/{id}/pdf")).await.status(), 409);
 }

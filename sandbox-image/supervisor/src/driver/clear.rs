@@ -50,14 +50,16 @@ fn clear(mut dir: Dir, owner: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// The folder `name` in `parent`, made readable, searchable and writable by its owner.
+/// The folder `name` in `parent`, made readable, searchable and writable by its owner, and
+/// readable and searchable by others as a folder the driver makes is: should the clearing
+/// fail below it, the supervisor must still reach the log.
 fn open_own_folder(parent: RawFd, name: &CString) -> io::Result<Dir> {
     // Linux cannot change a mode without following a link; the entry was a folder a moment
     // ago and nothing of the compile runs, and the open below refuses a link anyway.
     fchmodat(
         Some(parent),
         name.as_c_str(),
-        Mode::S_IRWXU,
+        Mode::from_bits_truncate(0o755),
         FchmodatFlags::FollowSymlink,
     )?;
     let fd = openat(Some(parent), name.as_c_str(), FOLDER_FLAGS, Mode::empty())?;
