@@ -53,10 +53,7 @@ impl FormatKey {
     fn of(job: &ClaimedJob, image_id: &str, reads: &[String]) -> Option<FormatKey> {
         let source = |path: &str| job.files.iter().find(|file| file.path == path);
         let main = &source(&job.main)?.content;
-        let preamble = match find(main, b"\\begin{document}") {
-            Some(end) => &main[..end],
-            None => &main[..],
-        };
+        let preamble = &main[..preamble_end(main)];
         let mut paths: Vec<&str> = job.files.iter().map(|file| file.path.as_str()).collect();
         paths.sort_unstable();
         // The dump read the main file only up to `\begin{document}`: the preamble's hash.
@@ -293,10 +290,33 @@ pub async fn keep(
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
+/// Where the dump stopped reading the main file: at the first `\begin{document}` outside a
+/// comment, as TeX reads it (a review made a commented-out one end the key early, and the
+/// definitions after it went stale in the format). The whole file without one.
+fn preamble_end(main: &[u8]) -> usize {
+    const BEGIN: &[u8] = b"\\begin{document}";
+    let mut start = 0;
+    for line in main.split_inclusive(|&byte| byte == b'\n') {
+        let code = &line[..comment_start(line)];
+        if let Some(at) = code.windows(BEGIN.len()).position(|window| window == BEGIN) {
+            return start + at;
+        }
+        start += line.len();
+    }
+    main.len()
+}
+
+/// Where the comment of a line starts: its first `%` not escaped by an odd run of backslashes.
+fn comment_start(line: &[u8]) -> usize {
+    let mut backslashes = 0;
+    for (at, &byte) in line.iter().enumerate() {
+        match byte {
+            b'%' if backslashes % 2 == 0 => return at,
+            b'\\' => backslashes += 1,
+            _ => backslashes = 0,
+        }
+    }
+    line.len()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -335,6 +355,25 @@ mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn the_preamble_ends_where_tex_reads_begin_document_not_in_a_comment() {
+        let keyed = |secret: &str| {
+            let main = format!(
+                "\\documentclass{{article}}\n% \\begin{{document}}\n\\def\\s{{{secret}}}\n\\begin{{document}}\\s\\end{{document}}"
+            );
+            FormatKey::of(&job(&main, "x"), "image", &["main.tex".into()])
+        };
+        assert_ne!(keyed("AAAA"), keyed("BBBB"));
+        // An escaped percent sign starts no comment; an escaped backslash before one does not
+        // escape it.
+        assert_eq!(preamble_end(b"100\\%\\begin{document}"), 5);
+        assert_eq!(
+            preamble_end(b"\\\\%\\begin{document}\n\\begin{document}"),
+            20
+        );
+        assert_eq!(preamble_end(b"no document"), 11);
     }
 
     #[test]

@@ -353,7 +353,7 @@ async fn a_format_the_document_rewrites_is_neither_kept_nor_loaded() {
 }
 
 /// Compiles twice a document in a folder that inputs part.tex. The first compile leaves
-/// flag.txt among its files; from them, the second runs `sabotage` and fails, and runs again
+/// flag.aux among its files; from them, the second runs `sabotage` and fails, and runs again
 /// from nothing, where there is no flag. Returns the second job and its log.
 async fn compiled_again_from_nothing_after(
     app: &TestApp,
@@ -373,8 +373,8 @@ async fn compiled_again_from_nothing_after(
             ],
         })
     };
-    app.compile(request(&write_file("flag.txt", "x"))).await;
-    let failing = format!("\\IfFileExists{{flag.txt}}{{{sabotage}\\UndefinedMacro}}{{}}");
+    app.compile(request(&write_file("flag.aux", "x"))).await;
+    let failing = format!("\\IfFileExists{{flag.aux}}{{{sabotage}\\UndefinedMacro}}{{}}");
     let second = app.compile(request(&failing)).await;
     let log = log_of(app, &second).await;
     assert!(log.contains("again from nothing"), "{log}");
@@ -403,6 +403,30 @@ async fn a_compile_again_from_nothing_clears_a_folder_made_in_a_sources_place() 
     let (second, _) = compiled_again_from_nothing_after(&app, "lualatex", folder).await;
     let text = text_of(&app, &second).await;
     assert!(text.contains("Original part."), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_class_a_compile_writes_is_not_handed_on_to_the_next() {
+    let app = TestApp::spawn().await;
+    let planted = write_file(
+        "article.cls",
+        "\\string\\ProvidesClass{article}\\string\\LoadClass{report}\\string\\AtEndDocument{PLANTED}",
+    );
+    let planting = app
+        .compile(json!({ "input_latex": format!(
+            "\\documentclass{{article}}\\begin{{document}}\\tableofcontents {planted}First.\\end{{document}}") }))
+        .await;
+    assert_eq!(planting["status"], "Succeeded", "{planting:#}");
+    let next = app
+        .compile(json!({ "input_latex":
+            "\\documentclass{article}\\begin{document}\\tableofcontents\\section{A}Second.\\end{document}" }))
+        .await;
+    assert!(log_of(&app, &next).await.contains("restored"));
+    let text = text_of(&app, &next).await;
+    assert!(
+        text.contains("Second.") && !text.contains("PLANTED"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
