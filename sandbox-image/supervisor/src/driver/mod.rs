@@ -108,15 +108,19 @@ pub fn run() -> io::Result<()> {
     };
     let format_given = format.path.is_some();
     let from_state = !restored.is_empty();
-    let mut succeeded = compile(
-        &mut tools,
-        engine,
-        main_name,
-        &folder,
-        spec.halt_on_error,
-        &mut format,
-        restored,
-    );
+    let halt_on_error = spec.halt_on_error;
+    let passes = |tools: &mut Tools, format: &mut Format, restored| {
+        compile(
+            tools,
+            engine,
+            main_name,
+            &folder,
+            halt_on_error,
+            format,
+            restored,
+        )
+    };
+    let mut succeeded = passes(&mut tools, &mut format, restored);
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
@@ -132,15 +136,7 @@ pub fn run() -> io::Result<()> {
                 format.path = (format_given && !format.blamed)
                     .then(|| preamble::install(&mut tools, &format.content, main_folder))
                     .flatten();
-                succeeded = compile(
-                    &mut tools,
-                    engine,
-                    main_name,
-                    &folder,
-                    spec.halt_on_error,
-                    &mut format,
-                    Vec::new(),
-                );
+                succeeded = passes(&mut tools, &mut format, Vec::new());
             }
             Err(error) => {
                 tools.trace.push(format!(
