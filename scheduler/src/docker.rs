@@ -11,12 +11,12 @@ use crate::isolation::{host_config, CONTAINER_USER};
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder,
-    RenameContainerOptionsBuilder, WaitContainerOptions,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, EventsOptionsBuilder,
+    RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use texfleet_core::Config;
 use texfleet_sandbox::CHECK_ARG;
 use tokio::io::AsyncWriteExt;
@@ -35,6 +35,8 @@ pub const DEPLOYMENT_LABEL: &str = "org.texfleet.deployment";
 const SUPERVISOR: &str = "texfleet-supervisor";
 /// What we keep of the supervisor's stderr, for our own logs.
 const MAX_STDERR_BYTES: usize = 64 * 1024;
+/// How long after a container was killed its OOM event may still be on its way to the engine.
+const OOM_EVENT_GRACE: Duration = Duration::from_secs(5);
 
 pub type DockerError = bollard::errors::Error;
 
@@ -330,6 +332,14 @@ impl Sandbox {
         let state = self.docker.inspect_container(container, None).await?.state;
         run.oom_killed = state.as_ref().and_then(|s| s.oom_killed).unwrap_or(false);
         run.exit_code = state.and_then(|s| s.exit_code);
+        let killed_by_us = run.deadline_hit || run.stdout_overflowed || run.stopped;
+        if run.exit_code == Some(crate::outcome::KILLED) && !run.oom_killed && !killed_by_us {
+            run.oom_killed = oom_event_reported(&self.docker, container).await;
+            tracing::info!(
+                run.oom_killed,
+                "killed, and the engine's OOM flag unset: asked its events"
+            );
+        }
         Ok(run)
     }
 
@@ -347,4 +357,36 @@ impl Sandbox {
             .build();
         self.docker.remove_container(container, Some(options)).await
     }
+}
+
+/// Whether the engine reports an OOM kill of `container`, waiting a grace period for one.
+/// The engine's `OOMKilled` flag races the container's exit: under gVisor the host kills
+/// the whole sandbox, and the exit can be recorded before the OOM event, so the flag alone
+/// made a memory bomb look like a container killed from outside, now and then.
+pub async fn oom_event_reported(docker: &bollard::Docker, container: &str) -> bool {
+    let unix = |time: SystemTime| {
+        let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        format!(
+            "{}.{:09}",
+            since_epoch.as_secs(),
+            since_epoch.subsec_nanos()
+        )
+    };
+    let filters = HashMap::from([
+        ("container".to_string(), vec![container.to_string()]),
+        ("event".to_string(), vec!["oom".to_string()]),
+    ]);
+    // Only this container's events match, so `since` may reach far back: that keeps the
+    // query right when the engine's clock runs behind ours (`DOCKER_HOST` elsewhere).
+    let now = SystemTime::now();
+    let options = EventsOptionsBuilder::new()
+        .since(&unix(now - Duration::from_secs(3600)))
+        .until(&unix(now + OOM_EVENT_GRACE))
+        .filters(&filters)
+        .build();
+    // The stream ends at `until`; the first event it yields is the OOM kill. Our own
+    // timeout too, in case an engine streams on past `until`.
+    let mut events = docker.events(Some(options));
+    let first = tokio::time::timeout(2 * OOM_EVENT_GRACE, events.next()).await;
+    matches!(first, Ok(Some(Ok(_))))
 }

@@ -29,6 +29,7 @@ mod floor;
 mod inventory;
 mod isolation;
 mod job_spec;
+mod kept_documents;
 mod metrics;
 mod outcome;
 mod record;
@@ -51,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 use warm_pool::WarmPool;
 
-pub use docker::{Sandbox, SandboxRun};
+pub use docker::{oom_event_reported, Sandbox, SandboxRun};
 pub use floor::{handed_on, run_floor, start_floor};
 pub use inventory::count_sandbox_containers;
 pub use self_check::check_sandbox;

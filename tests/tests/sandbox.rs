@@ -192,6 +192,70 @@ async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
     }
 }
 
+/// A container of `image` running `cmd` under a memory limit, started and run to its end
+/// (`kill` ends it from outside first). Returns its id and exit code.
+async fn ended_container(
+    docker: &bollard::Docker,
+    image: &str,
+    cmd: &[&str],
+    kill: bool,
+) -> (String, i64) {
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(cmd.iter().map(|arg| arg.to_string()).collect()),
+        network_disabled: Some(true),
+        host_config: Some(bollard::models::HostConfig {
+            memory: Some(64 << 20),
+            memory_swap: Some(64 << 20),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let id = docker.create_container(None, body).await.unwrap().id;
+    docker.start_container(&id, None).await.unwrap();
+    if kill {
+        docker.kill_container(&id, None).await.unwrap();
+    }
+    let mut wait = docker.wait_container(&id, None);
+    while futures::StreamExt::next(&mut wait).await.is_some() {}
+    let state = docker
+        .inspect_container(&id, None)
+        .await
+        .unwrap()
+        .state
+        .unwrap();
+    (id, state.exit_code.unwrap())
+}
+
+/// The engine's OOM flag races a container's exit (under gVisor, on a loaded machine, it lost
+/// and a memory bomb was retried as a container killed from outside), so on a kill without
+/// the flag the scheduler asks the engine's events: an OOM kill has one, a plain kill none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_engines_events_tell_an_oom_kill_from_a_kill_from_outside() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let docker = bollard::Docker::connect_with_defaults()
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let image = &app.config.sandbox_image;
+    // One endless line: tail holds it all.
+    let (oom, oom_exit) = ended_container(&docker, image, &["tail", "/dev/zero"], false).await;
+    let (killed, killed_exit) = ended_container(&docker, image, &["sleep", "300"], true).await;
+    assert_eq!((oom_exit, killed_exit), (137, 137));
+    assert!(texfleet_scheduler::oom_event_reported(&docker, &oom).await);
+    assert!(!texfleet_scheduler::oom_event_reported(&docker, &killed).await);
+    for container in [oom, killed] {
+        let options = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .build();
+        docker
+            .remove_container(&container, Some(options))
+            .await
+            .unwrap();
+    }
+}
+
 /// Settings that would switch a limit off are refused before the scheduler does anything.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scheduler_refuses_settings_that_switch_a_limit_off() {
