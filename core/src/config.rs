@@ -122,6 +122,9 @@ pub struct Config {
     /// Whether a compile starts from the auxiliary files of the project's last successful
     /// compile of the same document (one pass after an edit instead of three).
     pub incremental_compiles: bool,
+    /// Documents per project whose compile state (auxiliary files and format) is kept; a
+    /// project's first compile of one more document drops the state compiled longest ago.
+    pub kept_documents_per_project: usize,
 
     /// Base64 of 32 bytes that seals the webhook endpoints' secrets in the database; the API
     /// and the schedulers need the same. Empty: webhooks are off.
@@ -190,6 +193,7 @@ impl Default for Config {
             result_cache: true,
             preamble_cache: true,
             incremental_compiles: true,
+            kept_documents_per_project: 16,
             webhook_secret_key: String::new(),
             webhook_allowed_cidrs: String::new(),
             webhook_retry_hours: 24,

@@ -258,7 +258,12 @@ pub fn document_state_prefix(project_id: Uuid, engine: Engine, main: &str) -> St
         .chain_update(main)
         .finalize();
     let hex: String = document[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("projects/{project_id}/documents/{hex}/")
+    format!("{}{hex}/", project_documents_prefix(project_id))
+}
+
+/// Where the compile states of all of a project's documents live.
+pub fn project_documents_prefix(project_id: Uuid) -> String {
+    format!("projects/{project_id}/documents/")
 }
 
 pub fn pdf_storage_key(id: Uuid) -> String {

@@ -7,6 +7,7 @@ use crate::Config;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The metadata key naming who stored an object.
 const ORIGIN: &str = "texfleet-origin";
@@ -122,19 +123,34 @@ impl Storage {
 
     /// The keys stored under `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        let listed = self
+        let objects = self.list_written(prefix).await?;
+        Ok(objects.into_iter().map(|(key, _)| key).collect())
+    }
+
+    /// The objects stored under `prefix`, each with when it was last written, all pages.
+    pub async fn list_written(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, SystemTime)>, StorageError> {
+        let mut pages = self
             .client
             .list_objects_v2()
             .bucket(&self.bucket)
             .prefix(prefix)
-            .send()
-            .await
-            .map_err(failed)?;
-        Ok(listed
-            .contents()
-            .iter()
-            .filter_map(|object| object.key().map(str::to_string))
-            .collect())
+            .into_paginator()
+            .send();
+        let mut objects = Vec::new();
+        while let Some(page) = pages.next().await {
+            for object in page.map_err(failed)?.contents() {
+                let written = object
+                    .last_modified()
+                    .and_then(|at| SystemTime::try_from(*at).ok());
+                if let Some(key) = object.key() {
+                    objects.push((key.to_string(), written.unwrap_or(UNIX_EPOCH)));
+                }
+            }
+        }
+        Ok(objects)
     }
 
     /// Deletes an object; deleting one that does not exist is not an error (S3 semantics).

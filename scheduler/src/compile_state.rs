@@ -231,6 +231,7 @@ pub async fn keep(
     let image_id = context.sandbox.image_id();
     let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     let state = state.unwrap_or_default();
+    let new_document = prepared.stored.is_none();
     let earlier = prepared.stored.and_then(|stored| stored.format);
     let format = match (&prepared.preamble, state.dump, format) {
         (Preamble::Dump, Some(Dump::Built { reads }), Some(bytes)) => {
@@ -287,6 +288,8 @@ pub async fn keep(
         .await
     {
         tracing::warn!(%error, "could not store the document's compile state");
+    } else if new_document {
+        crate::kept_documents::trim(context, job.project_id).await;
     }
 }
 
