@@ -10,10 +10,10 @@
 //! paths (a file the preamble looks for may appear later) and the content of every source the
 //! dump read. Anything else is a miss, and a miss compiles without the cache and dumps anew.
 
+use crate::format_key::{sha256_hex, why_not_keyable, FormatKey};
 use crate::metrics;
 use crate::Context;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use texfleet_core::model::{document_state_prefix, ClaimedJob, Engine};
 use texfleet_core::storage::StorageError;
 use texfleet_sandbox::{CompileState, DriverState, Dump, Preamble};
@@ -34,42 +34,6 @@ struct StoredFormat {
     key: FormatKey,
     /// Hex SHA-256 of [`FORMAT_OBJECT`]; None when a preamble of this key cannot be dumped.
     sha256: Option<String>,
-}
-
-/// Everything a format's content depends on beyond TeX's trees (which the image fixes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct FormatKey {
-    image_id: String,
-    source_date_epoch: i64,
-    preamble_sha256: String,
-    paths_sha256: String,
-    /// The sources the dump read but the main file, each with the hex SHA-256 of its content.
-    reads: Vec<(String, String)>,
-}
-
-impl FormatKey {
-    /// The key of `job`'s preamble if its dump read `reads`; None when one of them is not a
-    /// source of the job.
-    fn of(job: &ClaimedJob, image_id: &str, reads: &[String]) -> Option<FormatKey> {
-        let source = |path: &str| job.files.iter().find(|file| file.path == path);
-        let main = &source(&job.main)?.content;
-        let preamble = &main[..preamble_end(main)];
-        let mut paths: Vec<&str> = job.files.iter().map(|file| file.path.as_str()).collect();
-        paths.sort_unstable();
-        // The dump read the main file only up to `\begin{document}`: the preamble's hash.
-        let reads = reads
-            .iter()
-            .filter(|path| **path != job.main)
-            .map(|path| Some((path.clone(), sha256_hex(&source(path)?.content))))
-            .collect::<Option<Vec<_>>>()?;
-        Some(FormatKey {
-            image_id: image_id.to_string(),
-            source_date_epoch: job.source_date_epoch,
-            preamble_sha256: sha256_hex(preamble),
-            paths_sha256: sha256_hex(paths.join("\0").as_bytes()),
-            reads,
-        })
-    }
 }
 
 /// The preamble format cache's answer for a job, shown on the job and counted in metrics.
@@ -106,14 +70,24 @@ pub struct Prepared {
 }
 
 /// Reads what the document's last compile left and decides what this compile gets. A missing
-/// or unreadable state is a cold start, never an error of the job.
+/// or unreadable state is a cold start, never an error of the job. A compile from nothing
+/// (`"cache": false`) first deletes what the document's earlier compiles left: the way to be
+/// rid of a state that anyone who can compile in the project may have planted.
 pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
     let config = &context.config;
-    if !job.use_cache || (!config.preamble_cache && !config.incremental_compiles) {
+    if !config.preamble_cache && !config.incremental_compiles {
+        return Prepared::default();
+    }
+    let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
+    if !job.use_cache {
+        for object in [STATE_OBJECT, FORMAT_OBJECT] {
+            if let Err(error) = context.storage.delete(&format!("{prefix}{object}")).await {
+                tracing::warn!(%error, "could not delete the document's compile state");
+            }
+        }
         return Prepared::default();
     }
     let image_id = context.sandbox.image_id();
-    let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     let stored = match context
         .storage
         .get_bytes(&format!("{prefix}{STATE_OBJECT}"))
@@ -161,15 +135,14 @@ async fn preamble_for(
     if job.engine == Engine::Lualatex {
         return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
     }
+    let main = job.files.iter().find(|file| file.path == job.main);
+    if let Some(why) = main.and_then(|main| why_not_keyable(&main.content)) {
+        tracing::info!(why, "preamble not kept as a format");
+        return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
+    }
     let image_id = context.sandbox.image_id();
     let Some(format) = format.filter(|format| {
-        let reads: Vec<String> = format
-            .key
-            .reads
-            .iter()
-            .map(|(path, _)| path.clone())
-            .collect();
-        FormatKey::of(job, image_id, &reads).as_ref() == Some(&format.key)
+        FormatKey::of(job, image_id, &format.key.read_paths()).as_ref() == Some(&format.key)
     }) else {
         return (Preamble::Dump, Vec::new(), PreambleCache::Miss);
     };
@@ -224,8 +197,7 @@ pub async fn keep(
     format: Option<Vec<u8>>,
 ) {
     let config = &context.config;
-    // A compile from nothing leaves the document's state as it was.
-    if !job.use_cache || (!config.preamble_cache && !config.incremental_compiles) {
+    if !config.preamble_cache && !config.incremental_compiles {
         return;
     }
     let image_id = context.sandbox.image_id();
@@ -290,131 +262,5 @@ pub async fn keep(
         tracing::warn!(%error, "could not store the document's compile state");
     } else if new_document {
         crate::kept_documents::trim(context, job.project_id).await;
-    }
-}
-
-/// Where the dump stopped reading the main file: at the first `\begin{document}` outside a
-/// comment, as TeX reads it (a review made a commented-out one end the key early, and the
-/// definitions after it went stale in the format). The whole file without one.
-fn preamble_end(main: &[u8]) -> usize {
-    const BEGIN: &[u8] = b"\\begin{document}";
-    let mut start = 0;
-    for line in main.split_inclusive(|&byte| byte == b'\n') {
-        let code = &line[..comment_start(line)];
-        if let Some(at) = code.windows(BEGIN.len()).position(|window| window == BEGIN) {
-            return start + at;
-        }
-        start += line.len();
-    }
-    main.len()
-}
-
-/// Where the comment of a line starts: its first `%` not escaped by an odd run of backslashes.
-fn comment_start(line: &[u8]) -> usize {
-    let mut backslashes = 0;
-    for (at, &byte) in line.iter().enumerate() {
-        match byte {
-            b'%' if backslashes % 2 == 0 => return at,
-            b'\\' => backslashes += 1,
-            _ => backslashes = 0,
-        }
-    }
-    line.len()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use texfleet_core::model::SourceFile;
-    use uuid::Uuid;
-
-    fn job(main: &str, style: &str) -> ClaimedJob {
-        ClaimedJob {
-            id: Uuid::nil(),
-            project_id: Uuid::nil(),
-            engine: Engine::Pdflatex,
-            halt_on_error: false,
-            timeout_seconds: 60,
-            attempt: 1,
-            main: "main.tex".into(),
-            use_cache: true,
-            waited_seconds: 0.0,
-            source_date_epoch: 0,
-            files: vec![
-                SourceFile {
-                    path: "main.tex".into(),
-                    content: main.into(),
-                },
-                SourceFile {
-                    path: "style.sty".into(),
-                    content: style.into(),
-                },
-            ],
-        }
-    }
-
-    #[test]
-    fn the_preamble_ends_where_tex_reads_begin_document_not_in_a_comment() {
-        let keyed = |secret: &str| {
-            let main = format!(
-                "\\documentclass{{article}}\n% \\begin{{document}}\n\\def\\s{{{secret}}}\n\\begin{{document}}\\s\\end{{document}}"
-            );
-            FormatKey::of(&job(&main, "x"), "image", &["main.tex".into()])
-        };
-        assert_ne!(keyed("AAAA"), keyed("BBBB"));
-        // An escaped percent sign starts no comment; an escaped backslash before one does not
-        // escape it.
-        assert_eq!(preamble_end(b"100\\%\\begin{document}"), 5);
-        assert_eq!(
-            preamble_end(b"\\\\%\\begin{document}\n\\begin{document}"),
-            20
-        );
-        assert_eq!(preamble_end(b"no document"), 11);
-    }
-
-    #[test]
-    fn a_format_fits_while_the_preamble_and_what_it_read_are_unchanged() {
-        let reads = ["main.tex".to_string(), "style.sty".to_string()];
-        let first = job("\\usepackage{style}\\begin{document}A\\end{document}", "x");
-        let key = FormatKey::of(&first, "image", &reads).unwrap();
-        let body_edited = job("\\usepackage{style}\\begin{document}B\\end{document}", "x");
-        assert_eq!(
-            FormatKey::of(&body_edited, "image", &reads),
-            Some(key.clone())
-        );
-        let preamble_edited = job(
-            "\\usepackage{style}%\n\\begin{document}A\\end{document}",
-            "x",
-        );
-        assert_ne!(
-            FormatKey::of(&preamble_edited, "image", &reads),
-            Some(key.clone())
-        );
-        let style_edited = job("\\usepackage{style}\\begin{document}A\\end{document}", "y");
-        assert_ne!(
-            FormatKey::of(&style_edited, "image", &reads),
-            Some(key.clone())
-        );
-        assert_ne!(
-            FormatKey::of(&first, "other image", &reads),
-            Some(key.clone())
-        );
-        let mut file_added = first.clone();
-        file_added.files.push(SourceFile {
-            path: "extra.tex".into(),
-            content: vec![],
-        });
-        assert_ne!(FormatKey::of(&file_added, "image", &reads), Some(key));
-        assert_eq!(
-            FormatKey::of(&first, "image", &["gone.tex".to_string()]),
-            None
-        );
     }
 }

@@ -26,6 +26,7 @@ mod docker;
 mod engine_connect;
 mod engine_health;
 mod floor;
+mod format_key;
 mod inventory;
 mod isolation;
 mod job_spec;

@@ -191,7 +191,7 @@ async fn a_preamble_that_cannot_be_a_format_is_tried_once_and_compiles_as_usual(
     // XeTeX cannot dump a format that holds OpenType fonts.
     let request = |body: &str| {
         json!({ "engine": "xelatex", "input_latex": format!(
-            "\\documentclass{{article}}\\usepackage{{fontspec}}\
+            "\\documentclass{{article}}\\usepackage{{fontspec}}\n\
              \\begin{{document}}{body}\\end{{document}}") })
     };
     let first = app.compile(request("Fontspec one.")).await;

@@ -11,6 +11,9 @@
 //! be remote. The scheduler trusts nothing it reads back: it re-checks order, names, types,
 //! sizes, the nonce and every value of the report.
 
+mod handed_on;
+
+pub use handed_on::{is_handed_on, is_plain_relative};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};
@@ -129,25 +132,17 @@ pub struct CompileState {
 
 impl CompileState {
     /// What either side keeps of a state that the compile's user wrote: at most
-    /// [`MAX_STATE_FILES`] files, each at a plain relative path, and a bounded number of tool
-    /// signatures, each for a run named in a bounded length.
+    /// [`MAX_STATE_FILES`] files, each of a kind handed on ([`is_handed_on`]), and a bounded
+    /// number of tool signatures, each for a run named in a bounded length.
     pub fn bounded(mut self) -> CompileState {
         self.files
-            .retain(|file| is_plain_relative(std::path::Path::new(&file.path)));
+            .retain(|file| is_handed_on(std::path::Path::new(&file.path)));
         self.files.truncate(MAX_STATE_FILES);
         self.tools
             .retain(|tool, _| tool.len() <= MAX_TOOL_KEY_BYTES);
         self.tools = self.tools.into_iter().take(MAX_TOOL_SIGNATURES).collect();
         self
     }
-}
-
-/// A relative path of plain components: no root, no `.` or `..`, not empty.
-pub fn is_plain_relative(path: &std::path::Path) -> bool {
-    path.components().next().is_some()
-        && path
-            .components()
-            .all(|part| matches!(part, std::path::Component::Normal(_)))
 }
 
 /// What the compile driver leaves in [`STATE_FILE`]. Written by the compile's user: the
@@ -166,14 +161,23 @@ pub struct DriverState {
 
 impl DriverState {
     /// [`CompileState::bounded`], a dump that read more files than are kept in its key
-    /// refused (a format keyed by some of its inputs could be stale), and a refusal's reason
-    /// shortened: the scheduler logs and looks up what the compile's user wrote.
+    /// refused (a format keyed by some of its inputs could be stale), as is one that names a
+    /// file twice (the driver never does; the scheduler hashes each name it gets), and a
+    /// refusal's reason shortened: the scheduler logs and looks up what the compile's user
+    /// wrote.
     pub fn bounded(mut self) -> DriverState {
         self.next = self.next.bounded();
         match &mut self.dump {
             Some(Dump::Built { reads }) if reads.len() > MAX_FORMAT_READS => {
                 self.dump = Some(Dump::Refused {
                     why: format!("the preamble read more than {MAX_FORMAT_READS} files"),
+                });
+            }
+            Some(Dump::Built { reads })
+                if reads.iter().collect::<std::collections::HashSet<_>>().len() < reads.len() =>
+            {
+                self.dump = Some(Dump::Refused {
+                    why: "the dump names a file it read twice".into(),
                 });
             }
             Some(Dump::Built { .. }) => {}
@@ -293,9 +297,16 @@ mod tests {
             path: path.into(),
             content_base64: String::new(),
         };
-        let mut files: Vec<FileSpec> = ["/etc/passwd", "../up.aux", "./x.aux", "", "a/b.aux"]
-            .map(file)
-            .into();
+        let mut files: Vec<FileSpec> = [
+            "/etc/passwd",
+            "../up.aux",
+            "./x.aux",
+            "",
+            "article.cls",
+            "a/b.aux",
+        ]
+        .map(file)
+        .into();
         files.extend((0..MAX_STATE_FILES + 5).map(|n| file(&format!("f{n}.aux"))));
         let mut tools: BTreeMap<String, u64> = (0..MAX_TOOL_SIGNATURES + 5)
             .map(|n| (format!("bibtex {n}"), 1))
@@ -311,7 +322,11 @@ mod tests {
         .bounded();
         assert_eq!(state.next.files.len(), MAX_STATE_FILES);
         assert_eq!(state.next.files[0].path, "a/b.aux");
-        assert!(state.next.files.iter().all(|file| file.path != "../up.aux"));
+        assert!(state
+            .next
+            .files
+            .iter()
+            .all(|file| !["../up.aux", "article.cls"].contains(&file.path.as_str())));
         assert_eq!(state.next.tools.len(), MAX_TOOL_SIGNATURES);
         assert!(state
             .next
@@ -323,15 +338,18 @@ mod tests {
         };
         assert_eq!(why.chars().count(), MAX_REFUSAL_CHARS);
 
-        let read_too_much = DriverState {
-            dump: Some(Dump::Built {
-                reads: vec!["macros.sty".into(); MAX_FORMAT_READS + 1],
-            }),
-            ..DriverState::default()
+        let dumped = |reads: Vec<String>| {
+            let state = DriverState {
+                dump: Some(Dump::Built { reads }),
+                ..DriverState::default()
+            };
+            state.bounded().dump
         };
-        assert!(matches!(
-            read_too_much.bounded().dump,
-            Some(Dump::Refused { .. })
-        ));
+        let many: Vec<String> = (0..=MAX_FORMAT_READS).map(|n| format!("{n}.sty")).collect();
+        assert!(matches!(dumped(many), Some(Dump::Refused { .. })));
+        let twice = vec!["big.sty".to_string(), "big.sty".to_string()];
+        assert!(matches!(dumped(twice), Some(Dump::Refused { .. })));
+        let once = vec!["big.sty".to_string(), "other.sty".to_string()];
+        assert!(matches!(dumped(once), Some(Dump::Built { .. })));
     }
 }

@@ -13,7 +13,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{is_plain_relative, FileSpec};
@@ -44,6 +44,30 @@ pub fn write_sources(root: &Path, files: &[FileSpec]) -> io::Result<()> {
             .write_all(&content)?;
     }
     Ok(())
+}
+
+/// The first source below `root` whose content is no longer what was sent: the passes may
+/// rewrite sources (`\openout`), and what reads them afterwards must know.
+pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str> {
+    let holds_sent = |file: &FileSpec| -> io::Result<bool> {
+        let sent = BASE64
+            .decode(&file.content_base64)
+            .map_err(io::Error::other)?;
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(root.join(&file.path))?;
+        if !opened.metadata()?.is_file() {
+            return Ok(false);
+        }
+        let mut now = Vec::with_capacity(sent.len());
+        opened.take(sent.len() as u64 + 1).read_to_end(&mut now)?;
+        Ok(now == sent)
+    };
+    files
+        .iter()
+        .find(|file| !holds_sent(file).unwrap_or(false))
+        .map(|file| file.path.as_str())
 }
 
 /// A fingerprint of a file's content, or None when it does not exist.

@@ -174,8 +174,14 @@ pub fn run() -> io::Result<()> {
     let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded && time_left {
         true => {
             let halt = spec.halt_on_error;
-            let (dump, format) =
-                preamble::dump(&mut tools, engine, main_name, main_folder, &sources, halt);
+            let (dump, format) = preamble::dump(
+                &mut tools,
+                engine,
+                main_name,
+                main_folder,
+                &spec.files,
+                halt,
+            );
             (Some(dump), format)
         }
         false => (None, Vec::new()),

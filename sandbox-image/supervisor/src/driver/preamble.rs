@@ -16,6 +16,7 @@
 
 use super::engine::Engine;
 use super::eps::{self, GHOSTSCRIPT};
+use super::files;
 use super::tools::Tools;
 use crate::process::{Exit, Program};
 use std::fs::{self, File, OpenOptions};
@@ -23,7 +24,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
-    is_plain_relative, Dump, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE,
+    is_plain_relative, Dump, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE,
     SYNCTEX_FILE, WORK_DIR,
 };
 
@@ -45,13 +46,13 @@ const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output
 
 /// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
 /// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes).
-/// `sources` are the job's files, by path relative to the work directory.
+/// `files` are the job's sources as sent, by path relative to the work directory.
 pub fn dump(
     tools: &mut Tools,
     engine: Engine,
     main: &str,
     folder: &Path,
-    sources: &[String],
+    files: &[FileSpec],
     halt_on_error: bool,
 ) -> (Dump, Vec<u8>) {
     let Some(program) = engine.dump(main, &tools.environment) else {
@@ -60,12 +61,19 @@ pub fn dump(
             Vec::new(),
         );
     };
+    // The scheduler keys the format by the sources as sent: a dump must read those (a review
+    // had a body rewrite main.tex with `\openout`, and the format carried code no source did).
+    if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
+        let judged = refused(&format!("the compile rewrote {rewritten}"));
+        return give_up(tools, judged);
+    }
+    let sources: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
     let aside = |name: &str| format!(".texfleet-kept-{name}");
     for name in KEPT {
         let _ = fs::rename(name, aside(name));
     }
     let exit = tools.run(&program);
-    let mut judged = judge(exit, folder, sources);
+    let mut judged = judge(exit, &folder.join(main), &sources);
     // The check pass runs the document, which may write the format's file: what is kept is
     // what the dump wrote, read before the document runs again.
     let mut dumped = Vec::new();
@@ -106,14 +114,24 @@ pub fn dump(
         let _ = fs::rename(aside(name), name);
     }
     let _ = fs::remove_file(FORMAT_FILE);
-    if let Dump::Refused { why } = &judged {
-        tools.skip(format!("keeping the preamble as a format: {why}"));
-        dumped.clear();
+    match judged {
+        Dump::Built { .. } => (judged, dumped),
+        Dump::Refused { .. } => give_up(tools, judged),
     }
-    (judged, dumped)
 }
 
-fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
+/// A refused dump, with its reason in the trace, and no format.
+fn give_up(tools: &mut Tools, judged: Dump) -> (Dump, Vec<u8>) {
+    if let Dump::Refused { why } = &judged {
+        tools.skip(format!("keeping the preamble as a format: {why}"));
+    }
+    (judged, Vec::new())
+}
+
+/// What the dump of `main` (relative to the work directory) read and wrote, from its exit and
+/// its recorder: a format keyed by the sources it read, or why it cannot be one.
+fn judge(exit: Option<Exit>, main: &Path, sources: &[String]) -> Dump {
+    let folder = main.parent().unwrap_or(Path::new(""));
     if !exit.is_some_and(Exit::success) {
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
@@ -129,6 +147,7 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
     let fls = fs::read(Path::new(JOB_NAME).with_extension("fls")).unwrap_or_default();
     let cwd = Path::new(WORK_DIR).join(folder);
     let mut reads = Vec::new();
+    let mut main_read = false;
     for line in String::from_utf8_lossy(&fls).lines() {
         let (kind, name) = match line.split_once(' ') {
             Some((kind @ ("INPUT" | "OUTPUT"), name)) => (kind, name),
@@ -148,7 +167,13 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
                     .iter()
                     .any(|own| folder.join(own) == Path::new(&written)) => {}
             ("OUTPUT", _) => return refused(&format!("the preamble writes {}", path.display())),
+            // mylatexformat reads the main file once, up to `\begin{document}`; a preamble
+            // that opens it again may keep what follows, which the format's key leaves out.
+            (_, Some(read)) if Path::new(&read) == main && main_read => {
+                return refused("the preamble reads the main file beyond itself")
+            }
             (_, Some(read)) if sources.contains(&read) => {
+                main_read |= Path::new(&read) == main;
                 if !reads.contains(&read) {
                     reads.push(read);
                 }

@@ -5,7 +5,7 @@
 //!
 //! They come from the same project's earlier compile at the same main path, which the document
 //! controlled, and are only of the kinds LaTeX and its tools write for a next pass
-//! ([`AUXILIARY_KINDS`]): a class or package a compile wrote is never loaded by a later one.
+//! ([`is_handed_on`]): a class or package a compile wrote is never loaded by a later one.
 //! The driver reruns a pass when a restored file the pass read changed during it, exactly as
 //! for files the compile wrote itself.
 
@@ -21,23 +21,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use texfleet_sandbox::{
-    is_plain_relative, CompileState, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_STATE_BYTES,
-    MAX_STATE_FILES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
+    is_handed_on, CompileState, FileSpec, JOB_NAME, MAX_STATE_BYTES, MAX_STATE_FILES, WORK_DIR,
 };
 
-/// Outputs of the compile and its inputs made before the first pass, which are not state.
-const NOT_STATE: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, FORMAT_FILE, "output.xdv"];
-const CONVERTED_FIGURE: &str = "-eps-converted-to.pdf";
-/// The kinds of file LaTeX, its packages and its tools write for the next pass (and biber's
-/// `.run.xml`, and the float lists `.lo?`). Only these are handed on: a file of another kind
-/// the compile wrote (a class, a package, a figure) would be loaded in place of the image's
-/// by the next compile at the same main path, whatever its body (a review planted
-/// `article.cls`). A kind missing here costs a later compile a pass, nothing more.
-const AUXILIARY_KINDS: [&str; 31] = [
-    "aux", "toc", "out", "bbl", "bcf", "idx", "ind", "ilg", "glo", "gls", "glg", "acn", "acr",
-    "alg", "ist", "glstex", "nav", "snm", "vrb", "thm", "tdo", "brf", "nlo", "nls", "mtc", "maf",
-    "soc", "cpt", "ent", "upa", "upb",
-];
 /// The most auxiliary bytes kept: base64 in JSON must stay below [`MAX_STATE_BYTES`].
 const MAX_KEPT_BYTES: u64 = MAX_STATE_BYTES / 2;
 
@@ -105,11 +91,8 @@ pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
         }
         let name = path.to_string_lossy();
         let excluded = sources.contains(path)
-            || !is_auxiliary(path)
-            || NOT_STATE.iter().any(|own| path == Path::new(own))
-            || name.ends_with(CONVERTED_FIGURE)
+            || !is_handed_on(path)
             || !is_safe_path(&name)
-            || !is_plain_relative(path)
             || !seen.insert(path);
         if excluded {
             continue;
@@ -130,44 +113,4 @@ pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
         });
     }
     state
-}
-
-/// Whether `path` is of a kind the compile writes for its next pass ([`AUXILIARY_KINDS`]).
-fn is_auxiliary(path: &Path) -> bool {
-    let name = path.to_string_lossy();
-    let kind = path
-        .extension()
-        .and_then(|kind| kind.to_str())
-        .unwrap_or("");
-    AUXILIARY_KINDS.contains(&kind)
-        || (kind.len() == 3 && kind.starts_with("lo"))
-        || name.ends_with(".run.xml")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_files_written_for_the_next_pass_are_handed_on() {
-        for kept in [
-            "output.aux",
-            "ch/one.aux",
-            "output.toc",
-            "output.lof",
-            "output.run.xml",
-        ] {
-            assert!(is_auxiliary(Path::new(kept)), "{kept}");
-        }
-        for refused in [
-            "article.cls",
-            "macros.sty",
-            "part.tex",
-            "fig.pdf",
-            "x.xml",
-            "flag",
-        ] {
-            assert!(!is_auxiliary(Path::new(refused)), "{refused}");
-        }
-    }
 }

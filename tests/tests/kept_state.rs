@@ -1,0 +1,149 @@
+//! What a project keeps of its documents' compiles for their next compiles: only what its
+//! sources say (never what a compile wrote over them), for a bounded number of documents,
+//! and nothing once a compile from nothing (`"cache": false`) has asked for it to go.
+
+use serde_json::{json, Value};
+use texfleet_e2e::{pdf_text, TestApp};
+
+async fn text_of(app: &TestApp, job: &Value) -> String {
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await)
+}
+
+/// A pasted document with `body`, whose preamble is the line `\documentclass{article}`.
+fn pasted(body: &str) -> Value {
+    json!({ "input_latex": format!("\\documentclass{{article}}\n\\begin{{document}}\n{body}\n\\end{{document}}\n") })
+}
+
+/// Tells whether `flag.aux` was there when the compile began (as a restored file).
+const FLAG_CHECK: &str = "\\IfFileExists{flag.aux}{FLAGGED}{CLEAN}";
+const WRITE_FLAG: &str =
+    "\\immediate\\openout15=flag.aux \\immediate\\write15{\\relax}\\immediate\\closeout15 Flag.";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_format_is_not_dumped_from_sources_the_compile_rewrote() {
+    let app = TestApp::spawn().await;
+    // The body rewrites main.tex with a preamble that defines \planted (written through a
+    // macro, so that the file holds one `\begin{document}` only, as a format's key needs).
+    let rewrite = "\\def\\b{\\string\\begin}\\newwrite\\w\\immediate\\openout\\w=main.tex \
+        \\immediate\\write\\w{\\string\\documentclass{article}\\string\\def\\string\\planted{PLANTED}}\
+        \\immediate\\write\\w{\\b{document}Hello\\string\\end{document}}\\immediate\\closeout\\w Hello";
+    let first = app.compile(pasted(rewrite)).await;
+    assert_eq!(first["status"], "Succeeded", "{first:#}");
+    let id = first["id"].as_str().unwrap();
+    let log = app
+        .get(&format!("/compile/{id}/log"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(log.contains("the compile rewrote main.tex"), "{log}");
+
+    let honest = app
+        .compile(pasted("\\ifdefined\\planted PLANTED\\else CLEAN\\fi"))
+        .await;
+    let text = text_of(&app, &honest).await;
+    assert!(
+        text.contains("CLEAN") && !text.contains("PLANTED"),
+        "{text}"
+    );
+    assert_ne!(honest["preamble_cache"], "hit", "{honest:#}");
+}
+
+/// A document whose preamble keeps the main file's last line, `secret`, after
+/// `\end{document}`, and whose body prints it.
+fn saving_its_last_line(secret: &str) -> Value {
+    let main = format!(
+        "\\documentclass{{article}}\n\\newread\\mainfile\\openin\\mainfile=main.tex\n\\def\\saved{{}}\n\
+         \\def\\grab{{\\ifeof\\mainfile\\else\\readline\\mainfile to\\lineread\\ifx\\lineread\\empty\\else\
+         \\xdef\\saved{{\\lineread}}\\fi\\expandafter\\grab\\fi}}\n{{\\endlinechar=-1 \\grab}}\n\
+         \\begin{{document}}\nSaved: \\saved.\n\\end{{document}}\n{secret}\n"
+    );
+    json!({ "input_latex": main })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preamble_that_reads_the_main_file_again_is_not_kept_as_a_format() {
+    let app = TestApp::spawn().await;
+    let first = app.compile(saving_its_last_line("SECRET-ONE")).await;
+    assert!(text_of(&app, &first).await.contains("Saved: SECRET-ONE."));
+    // The same preamble: a format dumped from the first would still hold its last line.
+    let second = app.compile(saving_its_last_line("SECRET-TWO")).await;
+    let text = text_of(&app, &second).await;
+    assert!(text.contains("Saved: SECRET-TWO."), "{text}");
+    assert_ne!(second["preamble_cache"], "hit", "{second:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_nothing_deletes_what_the_documents_earlier_compiles_left() {
+    let app = TestApp::spawn().await;
+    let planted = app.compile(pasted(WRITE_FLAG)).await;
+    assert_eq!(planted["status"], "Succeeded", "{planted:#}");
+    // A compile from nothing that fails keeps nothing of its own, but still deletes.
+    let mut failing = pasted("\\UndefinedMacro");
+    failing["cache"] = json!(false);
+    failing["halt_on_error"] = json!(true);
+    let failed = app.compile(failing).await;
+    assert_eq!(failed["status"], "Failed", "{failed:#}");
+    let after = app.compile(pasted(FLAG_CHECK)).await;
+    assert_eq!(after["incremental"], false, "{after:#}");
+    assert!(text_of(&app, &after).await.contains("CLEAN"));
+
+    // One that succeeds keeps its own state, from nothing, for the next compile.
+    app.compile(pasted(&format!("{WRITE_FLAG} Again."))).await;
+    let mut fresh = pasted("Fresh.");
+    fresh["cache"] = json!(false);
+    let fresh = app.compile(fresh).await;
+    assert_eq!(fresh["status"], "Succeeded", "{fresh:#}");
+    let next = app.compile(pasted(&format!("{FLAG_CHECK} Next."))).await;
+    assert_eq!(next["incremental"], true, "{next:#}");
+    assert!(text_of(&app, &next).await.contains("CLEAN"));
+}
+
+/// A document at `main` with a cross-reference, so that its state holds an `.aux`; `edit`
+/// makes each submission new (else the result cache would answer it without a compile).
+fn document_at(main: &str, edit: u32) -> Value {
+    let content = format!(
+        "\\documentclass{{article}}\\begin{{document}}\\section{{A}}\\label{{a}}Edit {edit}, see~\\ref{{a}}.\\end{{document}}"
+    );
+    json!({ "main": main, "files": [{ "path": main, "content": content }] })
+}
+
+async fn kept_documents(app: &TestApp) -> Vec<String> {
+    let prefix = format!("projects/{}/documents/", app.project_id);
+    let mut documents: Vec<String> = app
+        .storage
+        .list(&prefix)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|key| Some(key.strip_prefix(&prefix)?.split_once('/')?.0.to_string()))
+        .collect();
+    documents.dedup();
+    documents
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_keeps_the_state_of_its_documents_compiled_last_and_drops_the_oldest() {
+    let app = TestApp::spawn_with(|config| config.kept_documents_per_project = 2).await;
+    for main in ["one.tex", "two.tex"] {
+        let job = app.compile(document_at(main, 1)).await;
+        assert_eq!(job["status"], "Succeeded", "{job:#}");
+    }
+    let first_two = kept_documents(&app).await;
+    assert_eq!(first_two.len(), 2, "{first_two:?}");
+
+    // one.tex again: it becomes the document compiled last, and two.tex the oldest.
+    let again = app.compile(document_at("one.tex", 2)).await;
+    assert_eq!(again["incremental"], true, "{again:#}");
+    let three = app.compile(document_at("three.tex", 1)).await;
+    assert_eq!(three["status"], "Succeeded", "{three:#}");
+    let kept = kept_documents(&app).await;
+    assert_eq!(kept.len(), 2, "{kept:?}");
+
+    let one = app.compile(document_at("one.tex", 3)).await;
+    assert_eq!(one["incremental"], true, "{one:#}");
+    let two = app.compile(document_at("two.tex", 2)).await;
+    assert_eq!(two["status"], "Succeeded", "{two:#}");
+    assert_eq!(two["incremental"], false, "two.tex kept its state: {two:#}");
+}
