@@ -67,6 +67,8 @@ pub struct Prepared {
     /// None when the cache is off.
     pub cache: Option<PreambleCache>,
     stored: Option<Stored>,
+    /// The SHA-256 of what [`STATE_OBJECT`] held when the compile began.
+    state_version: Option<String>,
 }
 
 /// Reads what the document's last compile left and decides what this compile gets. A missing
@@ -88,19 +90,14 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
         return Prepared::default();
     }
     let image_id = context.sandbox.image_id();
-    let stored = match context
-        .storage
-        .get_bytes(&format!("{prefix}{STATE_OBJECT}"))
-        .await
-    {
-        Ok(bytes) => serde_json::from_slice::<Stored>(&bytes).ok(),
-        Err(StorageError::NotFound(_)) => None,
-        Err(error) => {
-            tracing::warn!(%error, "could not read the document's compile state");
-            None
-        }
-    }
-    .filter(|stored| stored.image_id == image_id);
+    let bytes = read_state(context, &prefix).await.unwrap_or_else(|error| {
+        tracing::warn!(%error, "could not read the document's compile state");
+        None
+    });
+    let state_version = bytes.as_deref().map(sha256_hex);
+    let stored = bytes
+        .and_then(|bytes| serde_json::from_slice::<Stored>(&bytes).ok())
+        .filter(|stored| stored.image_id == image_id);
     let mut prepared = Prepared {
         previous: match (&stored, config.incremental_compiles) {
             (Some(stored), true) => stored.previous.clone(),
@@ -123,7 +120,21 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
         prepared.cache = Some(cache);
     }
     prepared.stored = stored;
+    prepared.state_version = state_version;
     prepared
+}
+
+/// The document's [`STATE_OBJECT`], None when there is none.
+async fn read_state(context: &Context, prefix: &str) -> Result<Option<Vec<u8>>, StorageError> {
+    match context
+        .storage
+        .get_bytes(&format!("{prefix}{STATE_OBJECT}"))
+        .await
+    {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(StorageError::NotFound(_)) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 async fn preamble_for(
@@ -200,8 +211,26 @@ pub async fn keep(
     if !config.preamble_cache && !config.incremental_compiles {
         return;
     }
-    let image_id = context.sandbox.image_id();
     let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
+    // Another compile of the document changed its state meanwhile: a compile from nothing
+    // that deleted it (this compile may have started from what it deleted, and would hand
+    // that on again), or one that ended first. Theirs stands. (A change in the moment between
+    // this check and the write below still goes through.)
+    let now = read_state(context, &prefix).await;
+    match now.map(|bytes| bytes.as_deref().map(sha256_hex)) {
+        Ok(version) if version == prepared.state_version => {}
+        Ok(_) => {
+            tracing::info!(
+                "the document's compile state changed during the compile; left as it is"
+            );
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "could not read the document's compile state");
+            return;
+        }
+    }
+    let image_id = context.sandbox.image_id();
     let state = state.unwrap_or_default();
     let new_document = prepared.stored.is_none();
     let earlier = prepared.stored.and_then(|stored| stored.format);

@@ -1,16 +1,17 @@
 //! The key a preamble format is kept under, and which main files may have one: a format may
 //! load only for a job whose preamble, and every source the dump read, are those it was
-//! dumped from. The key covers the main file up to where mylatexformat stopped reading it,
-//! which this file finds textually ([`preamble_end`]); [`why_not_keyable`] refuses the main
-//! files where TeX could stop elsewhere than that text says (a review made the dump run past a
-//! `\begin{document}` in a macro or behind `^^25`, so the format kept definitions the key did
-//! not cover).
+//! dumped from. The key covers the main file up to [`preamble_end`], and the driver dumps the
+//! format from the main file cut there, so the format holds nothing of the main file beyond
+//! the key. [`why_not_keyable`] refuses main files where TeX could read the preamble otherwise
+//! than that text says (a review hid a `\begin{document}` behind `^^25`, or in a macro's
+//! body, and the format then kept definitions the key did not cover; loading such a format, TeX
+//! skips the preamble up to the first `\begin{document}` it sees, which need not be the key's).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use texfleet_core::model::ClaimedJob;
+use texfleet_sandbox::{comment_start, preamble_end, BEGIN_DOCUMENT};
 
-const BEGIN_DOCUMENT: &[u8] = b"\\begin{document}";
 /// What may move where TeX stops reading a preamble, or hide text from [`comment_start`]:
 /// `^^` notation (`^^25` is a `%`), catcode changes, and mylatexformat's own end marker.
 const UNKEYABLE: [&[u8]; 3] = [b"^^", b"\\catcode", b"\\endofdump"];
@@ -54,37 +55,6 @@ impl FormatKey {
             reads,
         })
     }
-}
-
-/// Where the dump stopped reading the main file: at the first `\begin{document}` outside a
-/// comment, as TeX reads it (a review made a commented-out one end the key early, and the
-/// definitions after it went stale in the format). The whole file without one.
-pub fn preamble_end(main: &[u8]) -> usize {
-    let mut start = 0;
-    for line in main.split_inclusive(|&byte| byte == b'\n') {
-        let code = &line[..comment_start(line)];
-        if let Some(at) = code
-            .windows(BEGIN_DOCUMENT.len())
-            .position(|window| window == BEGIN_DOCUMENT)
-        {
-            return start + at;
-        }
-        start += line.len();
-    }
-    main.len()
-}
-
-/// Where the comment of a line starts: its first `%` not escaped by an odd run of backslashes.
-fn comment_start(line: &[u8]) -> usize {
-    let mut backslashes = 0;
-    for (at, &byte) in line.iter().enumerate() {
-        match byte {
-            b'%' if backslashes % 2 == 0 => return at,
-            b'\\' => backslashes += 1,
-            _ => backslashes = 0,
-        }
-    }
-    line.len()
 }
 
 /// Lowercase hex of the SHA-256 of `bytes`.
@@ -166,7 +136,7 @@ mod tests {
     }
 
     #[test]
-    fn the_preamble_ends_where_tex_reads_begin_document_not_in_a_comment() {
+    fn the_key_covers_the_preamble_up_to_the_begin_document_tex_reads() {
         let keyed = |secret: &str| {
             let main = format!(
                 "\\documentclass{{article}}\n% \\begin{{document}}\n\\def\\s{{{secret}}}\n\\begin{{document}}\\s\\end{{document}}"
@@ -174,14 +144,6 @@ mod tests {
             FormatKey::of(&job(&main, "x"), "image", &["main.tex".into()])
         };
         assert_ne!(keyed("AAAA"), keyed("BBBB"));
-        // An escaped percent sign starts no comment; an escaped backslash before one does not
-        // escape it.
-        assert_eq!(preamble_end(b"100\\%\\begin{document}"), 5);
-        assert_eq!(
-            preamble_end(b"\\\\%\\begin{document}\n\\begin{document}"),
-            20
-        );
-        assert_eq!(preamble_end(b"no document"), 11);
     }
 
     #[test]

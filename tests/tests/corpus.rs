@@ -159,8 +159,13 @@ async fn check(app: &TestApp, name: &str, expect: &Value, job: &Value) -> Result
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
-    // One project submits the whole corpus; this test is not about sharing slots.
-    let app = TestApp::spawn_with(|config| config.idle_project_slots = 0).await;
+    // One project submits the whole corpus; this test is not about sharing slots, nor about
+    // the cap on the documents whose state a project keeps.
+    let app = TestApp::spawn_with(|config| {
+        config.idle_project_slots = 0;
+        config.kept_documents_per_project = 64;
+    })
+    .await;
     let mut submitted = Vec::new();
     for entry in corpus() {
         let expect: Value =

@@ -62,16 +62,33 @@ fn saving_its_last_line(secret: &str) -> Value {
     json!({ "input_latex": main })
 }
 
+/// A document whose preamble takes its body in a delimited macro argument (from the file
+/// TeX is reading, so the main file is opened once) and prints it again at its start.
+fn taking_its_body(secret: &str) -> Value {
+    let main = format!(
+        "\\documentclass{{article}}\n\\long\\def\\grab#1\\begin#2#3\\end{{\\gdef\\stolen{{#3}}#1\\begin{{#2}}#3\\end}}\n\
+         \\AtBeginDocument{{Stolen: \\stolen.}}\n\\grab\n\\begin{{document}}\n{secret}\n\\end{{document}}\n"
+    );
+    json!({ "input_latex": main })
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_preamble_that_reads_the_main_file_again_is_not_kept_as_a_format() {
+async fn a_format_holds_no_more_of_the_main_file_than_its_preamble() {
     let app = TestApp::spawn().await;
-    let first = app.compile(saving_its_last_line("SECRET-ONE")).await;
-    assert!(text_of(&app, &first).await.contains("Saved: SECRET-ONE."));
-    // The same preamble: a format dumped from the first would still hold its last line.
-    let second = app.compile(saving_its_last_line("SECRET-TWO")).await;
-    let text = text_of(&app, &second).await;
-    assert!(text.contains("Saved: SECRET-TWO."), "{text}");
-    assert_ne!(second["preamble_cache"], "hit", "{second:#}");
+    for (document, shown) in [
+        (saving_its_last_line as fn(&str) -> Value, "Saved"),
+        (taking_its_body, "Stolen"),
+    ] {
+        let first = app.compile(document("SECRET-ONE")).await;
+        let text = text_of(&app, &first).await;
+        assert!(text.contains(&format!("{shown}: SECRET-ONE")), "{text}");
+        // The same preamble: a format dumped from the whole first file would still hold
+        // what followed its preamble.
+        let second = app.compile(document("SECRET-TWO")).await;
+        let text = text_of(&app, &second).await;
+        assert!(text.contains(&format!("{shown}: SECRET-TWO")), "{text}");
+        assert!(!text.contains("SECRET-ONE"), "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -146,4 +163,47 @@ async fn a_project_keeps_the_state_of_its_documents_compiled_last_and_drops_the_
     let two = app.compile(document_at("two.tex", 2)).await;
     assert_eq!(two["status"], "Succeeded", "{two:#}");
     assert_eq!(two["incremental"], false, "two.tex kept its state: {two:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_that_ends_after_one_from_nothing_leaves_its_state_as_that_one_left_it() {
+    // Two compiles of the project at once.
+    let app = TestApp::spawn_with(|config| config.idle_project_slots = 0).await;
+    app.compile(pasted(WRITE_FLAG)).await;
+    // From the planted files, and planting again (as a self-copying payload would), slowly.
+    let slow = format!(
+        "{WRITE_FLAG} \\count255=0 \\loop\\advance\\count255 by 1 \\ifnum\\count255<15000000 \\repeat Slow."
+    );
+    let slow = app.submit(pasted(&slow)).await;
+    let id = slow["id"].as_str().unwrap();
+    let started: Value = app
+        .http
+        .get(format!("{}/compile/{id}?until=started", app.url))
+        .bearer_auth(&app.token)
+        .header("Prefer", "wait=60")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(started["status"], "Running", "{started:#}");
+    let mut fresh = pasted("Fresh.");
+    fresh["cache"] = json!(false);
+    let fresh = app.compile(fresh).await;
+    assert_eq!(fresh["status"], "Succeeded", "{fresh:#}");
+    let running = app.get_json(&format!("/compile/{id}")).await;
+    assert_eq!(
+        running["status"], "Running",
+        "the order this test needs: {running:#}"
+    );
+    let slow = app
+        .wait_terminal(id, std::time::Duration::from_secs(60))
+        .await;
+    assert_eq!(slow["incremental"], true, "{slow:#}");
+    assert!(text_of(&app, &slow).await.contains("Slow."));
+
+    let next = app.compile(pasted(&format!("{FLAG_CHECK} After."))).await;
+    assert_eq!(next["incremental"], true, "{next:#}");
+    assert!(text_of(&app, &next).await.contains("CLEAN"));
 }

@@ -12,8 +12,10 @@
 //! sizes, the nonce and every value of the report.
 
 mod handed_on;
+mod preamble_text;
 
 pub use handed_on::{is_handed_on, is_plain_relative};
+pub use preamble_text::{comment_start, preamble_end, BEGIN_DOCUMENT};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};

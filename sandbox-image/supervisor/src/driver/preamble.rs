@@ -19,13 +19,15 @@ use super::eps::{self, GHOSTSCRIPT};
 use super::files;
 use super::tools::Tools;
 use crate::process::{Exit, Program};
-use std::fs::{self, File, OpenOptions};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
-    is_plain_relative, Dump, FileSpec, FORMAT_FILE, JOB_NAME, LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE,
-    SYNCTEX_FILE, WORK_DIR,
+    is_plain_relative, preamble_end, Dump, FileSpec, BEGIN_DOCUMENT, FORMAT_FILE, JOB_NAME,
+    LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// Where TeX's own files are: a dump may read anything there (the image is in the key).
@@ -68,16 +70,40 @@ pub fn dump(
         return give_up(tools, judged);
     }
     let sources: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
+    let main_path = folder.join(main);
+    let Some(sent) = files
+        .iter()
+        .find(|file| Path::new(&file.path) == main_path)
+        .and_then(|file| BASE64.decode(&file.content_base64).ok())
+    else {
+        return give_up(tools, refused("the main file is not among the sources"));
+    };
+    // The dump reads the main file cut where the scheduler's key ends, so the format holds
+    // nothing the key leaves out, however the preamble reads on (a review's preamble took the
+    // body in a delimited macro argument, and the format printed it in the next document).
+    let mut cut = sent[..preamble_end(&sent)].to_vec();
+    cut.extend_from_slice(BEGIN_DOCUMENT);
+    cut.push(b'\n');
+    if let Err(error) = files::replace(Path::new(main), &cut) {
+        return give_up(
+            tools,
+            refused(&format!("the main file cannot be cut: {error}")),
+        );
+    }
     let aside = |name: &str| format!(".texfleet-kept-{name}");
     for name in KEPT {
         let _ = fs::rename(name, aside(name));
     }
     let exit = tools.run(&program);
-    let mut judged = judge(exit, &folder.join(main), &sources);
+    let mut judged = judge(exit, folder, &sources);
+    // The check pass compiles the whole document again.
+    if let Err(error) = files::replace(Path::new(main), &sent) {
+        judged = refused(&format!("the main file cannot be put back: {error}"));
+    }
     // The check pass runs the document, which may write the format's file: what is kept is
     // what the dump wrote, read before the document runs again.
     let mut dumped = Vec::new();
-    let read = open_regular(Path::new(FORMAT_FILE))
+    let read = files::open_regular(Path::new(FORMAT_FILE))
         .and_then(|file| file.take(MAX_FORMAT_BYTES + 1).read_to_end(&mut dumped));
     if matches!(judged, Dump::Built { .. }) && read.is_err() {
         judged = refused("the dump's format cannot be read");
@@ -128,10 +154,9 @@ fn give_up(tools: &mut Tools, judged: Dump) -> (Dump, Vec<u8>) {
     (judged, Vec::new())
 }
 
-/// What the dump of `main` (relative to the work directory) read and wrote, from its exit and
-/// its recorder: a format keyed by the sources it read, or why it cannot be one.
-fn judge(exit: Option<Exit>, main: &Path, sources: &[String]) -> Dump {
-    let folder = main.parent().unwrap_or(Path::new(""));
+/// What the dump in `folder` (below the work directory) read and wrote, from its exit and its
+/// recorder: a format keyed by the sources it read, or why it cannot be one.
+fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
     if !exit.is_some_and(Exit::success) {
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
@@ -147,7 +172,6 @@ fn judge(exit: Option<Exit>, main: &Path, sources: &[String]) -> Dump {
     let fls = fs::read(Path::new(JOB_NAME).with_extension("fls")).unwrap_or_default();
     let cwd = Path::new(WORK_DIR).join(folder);
     let mut reads = Vec::new();
-    let mut main_read = false;
     for line in String::from_utf8_lossy(&fls).lines() {
         let (kind, name) = match line.split_once(' ') {
             Some((kind @ ("INPUT" | "OUTPUT"), name)) => (kind, name),
@@ -167,13 +191,7 @@ fn judge(exit: Option<Exit>, main: &Path, sources: &[String]) -> Dump {
                     .iter()
                     .any(|own| folder.join(own) == Path::new(&written)) => {}
             ("OUTPUT", _) => return refused(&format!("the preamble writes {}", path.display())),
-            // mylatexformat reads the main file once, up to `\begin{document}`; a preamble
-            // that opens it again may keep what follows, which the format's key leaves out.
-            (_, Some(read)) if Path::new(&read) == main && main_read => {
-                return refused("the preamble reads the main file beyond itself")
-            }
             (_, Some(read)) if sources.contains(&read) => {
-                main_read |= Path::new(&read) == main;
                 if !reads.contains(&read) {
                     reads.push(read);
                 }
@@ -284,25 +302,10 @@ fn write_new(format: &[u8]) -> io::Result<()> {
         .write_all(format)
 }
 
-/// The regular file at `path` (not a link, nor a FIFO that would block the read).
-fn open_regular(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)?;
-    match file.metadata()?.is_file() {
-        true => Ok(file),
-        false => Err(io::Error::other(format!(
-            "{} is not a file",
-            path.display()
-        ))),
-    }
-}
-
 /// Whether the file at `path` holds exactly `content`. A pass may write any file in its folder,
 /// the format's name included: the next pass must load the format, not what the document wrote.
 pub fn holds(path: &Path, content: &[u8]) -> bool {
-    let Ok(mut file) = open_regular(path) else {
+    let Ok(mut file) = files::open_regular(path) else {
         return false;
     };
     let mut rest = content;

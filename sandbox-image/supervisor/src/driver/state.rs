@@ -16,9 +16,8 @@ use super::tools::Tools;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::collections::HashSet;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use texfleet_sandbox::{
     is_handed_on, CompileState, FileSpec, JOB_NAME, MAX_STATE_BYTES, MAX_STATE_FILES, WORK_DIR,
@@ -66,12 +65,7 @@ fn write_new(path: &Path, content_base64: &str) -> io::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
     }
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?
-        .write_all(&bytes)
+    files::write_new(path, &bytes)
 }
 
 /// The auxiliary files the last pass read or wrote in `folder`, the current one (`sources`
