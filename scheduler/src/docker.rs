@@ -384,6 +384,8 @@ pub async fn oom_event_reported(docker: &bollard::Docker, container: &str) -> bo
         .until(&unix(now + OOM_EVENT_GRACE))
         .filters(&filters)
         .build();
+    // The engine keeps its last 256 events: on a very busy engine the OOM event may be gone
+    // already, and the job is then retried as killed from outside.
     // The stream ends at `until`; the first event it yields is the OOM kill. Our own
     // timeout too, in case an engine streams on past `until`.
     let mut events = docker.events(Some(options));

@@ -279,6 +279,14 @@ impl TestApp {
         }
     }
 
+    /// The job as soon as it has started (or ended), through `?until=started`: no polling.
+    pub async fn wait_started(&self, id: &str) -> Value {
+        let url = format!("{}/compile/{id}?until=started", self.url);
+        let request = self.http.get(url).bearer_auth(&self.token);
+        let response = request.header("Prefer", "wait=60").send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
     /// Fails at once when this app's scheduler has stopped (it refused to start, or failed):
     /// no job will end, and waiting for one would only hide why.
     pub fn assert_scheduler_runs(&self) {

@@ -176,17 +176,7 @@ async fn a_compile_that_ends_after_one_from_nothing_leaves_its_state_as_that_one
     );
     let slow = app.submit(pasted(&slow)).await;
     let id = slow["id"].as_str().unwrap();
-    let started: Value = app
-        .http
-        .get(format!("{}/compile/{id}?until=started", app.url))
-        .bearer_auth(&app.token)
-        .header("Prefer", "wait=60")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let started = app.wait_started(id).await;
     assert_eq!(started["status"], "Running", "{started:#}");
     let mut fresh = pasted("Fresh.");
     fresh["cache"] = json!(false);
