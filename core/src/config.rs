@@ -125,6 +125,9 @@ pub struct Config {
     /// Documents per project whose compile state (auxiliary files and format) is kept; a
     /// project's first compile of one more document drops the state compiled longest ago.
     pub kept_documents_per_project: usize,
+    /// Bytes of compile state a project keeps at most; beyond them, the state of the documents
+    /// compiled longest ago goes too (the document compiled last always stays).
+    pub kept_bytes_per_project: u64,
 
     /// Base64 of 32 bytes that seals the webhook endpoints' secrets in the database; the API
     /// and the schedulers need the same. Empty: webhooks are off.
@@ -194,6 +197,7 @@ impl Default for Config {
             preamble_cache: true,
             incremental_compiles: true,
             kept_documents_per_project: 16,
+            kept_bytes_per_project: 256 * 1024 * 1024,
             webhook_secret_key: String::new(),
             webhook_allowed_cidrs: String::new(),
             webhook_retry_hours: 24,

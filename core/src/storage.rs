@@ -12,6 +12,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The metadata key naming who stored an object.
 const ORIGIN: &str = "texfleet-origin";
 
+/// One object of a listing.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub key: String,
+    pub written: SystemTime,
+    pub bytes: u64,
+}
+
 #[derive(Clone)]
 pub struct Storage {
     client: Client,
@@ -123,15 +131,13 @@ impl Storage {
 
     /// The keys stored under `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        let objects = self.list_written(prefix).await?;
-        Ok(objects.into_iter().map(|(key, _)| key).collect())
+        let objects = self.list_with_sizes(prefix).await?;
+        Ok(objects.into_iter().map(|object| object.key).collect())
     }
 
-    /// The objects stored under `prefix`, each with when it was last written, all pages.
-    pub async fn list_written(
-        &self,
-        prefix: &str,
-    ) -> Result<Vec<(String, SystemTime)>, StorageError> {
+    /// The objects stored under `prefix`, with their sizes and when each was last written,
+    /// all pages.
+    pub async fn list_with_sizes(&self, prefix: &str) -> Result<Vec<Listed>, StorageError> {
         let mut pages = self
             .client
             .list_objects_v2()
@@ -146,7 +152,11 @@ impl Storage {
                     .last_modified()
                     .and_then(|at| SystemTime::try_from(*at).ok());
                 if let Some(key) = object.key() {
-                    objects.push((key.to_string(), written.unwrap_or(UNIX_EPOCH)));
+                    objects.push(Listed {
+                        key: key.to_string(),
+                        written: written.unwrap_or(UNIX_EPOCH),
+                        bytes: object.size().unwrap_or(0).max(0) as u64,
+                    });
                 }
             }
         }

@@ -234,6 +234,7 @@ pub async fn keep(
     let state = state.unwrap_or_default();
     let new_document = prepared.stored.is_none();
     let earlier = prepared.stored.and_then(|stored| stored.format);
+    let earlier_sha256 = earlier.as_ref().and_then(|format| format.sha256.clone());
     let format = match (&prepared.preamble, state.dump, format) {
         (Preamble::Dump, Some(Dump::Built { reads }), Some(bytes)) => {
             match FormatKey::of(job, image_id, &reads) {
@@ -269,6 +270,7 @@ pub async fn keep(
         (Preamble::Load { .. }, _, _) if state.format_refused => None,
         _ => earlier,
     };
+    let kept_format_sha256 = format.as_ref().and_then(|format| format.sha256.clone());
     let stored = Stored {
         image_id: image_id.to_string(),
         previous: match config.incremental_compiles {
@@ -289,7 +291,8 @@ pub async fn keep(
         .await
     {
         tracing::warn!(%error, "could not store the document's compile state");
-    } else if new_document {
+    } else if new_document || kept_format_sha256 != earlier_sha256 {
+        // One document more, or a new format: the project may be past a cap.
         crate::kept_documents::trim(context, job.project_id).await;
     }
 }

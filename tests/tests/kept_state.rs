@@ -140,14 +140,19 @@ async fn kept_documents(app: &TestApp) -> Vec<String> {
     documents
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_project_keeps_the_state_of_its_documents_compiled_last_and_drops_the_oldest() {
-    let app = TestApp::spawn_with(|config| config.kept_documents_per_project = 2).await;
+/// Compiles one.tex, then two.tex, and returns the documents whose state the project keeps.
+async fn kept_after_compiling_one_then_two(app: &TestApp) -> Vec<String> {
     for main in ["one.tex", "two.tex"] {
         let job = app.compile(document_at(main, 1)).await;
         assert_eq!(job["status"], "Succeeded", "{job:#}");
     }
-    let first_two = kept_documents(&app).await;
+    kept_documents(app).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_keeps_the_state_of_its_documents_compiled_last_and_drops_the_oldest() {
+    let app = TestApp::spawn_with(|config| config.kept_documents_per_project = 2).await;
+    let first_two = kept_after_compiling_one_then_two(&app).await;
     assert_eq!(first_two.len(), 2, "{first_two:?}");
 
     // one.tex again: it becomes the document compiled last, and two.tex the oldest.
@@ -163,6 +168,17 @@ async fn a_project_keeps_the_state_of_its_documents_compiled_last_and_drops_the_
     let two = app.compile(document_at("two.tex", 2)).await;
     assert_eq!(two["status"], "Succeeded", "{two:#}");
     assert_eq!(two["incremental"], false, "two.tex kept its state: {two:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_past_its_bytes_keeps_the_state_of_the_document_compiled_last_only() {
+    let app = TestApp::spawn_with(|config| config.kept_bytes_per_project = 1).await;
+    let kept = kept_after_compiling_one_then_two(&app).await;
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let two = app.compile(document_at("two.tex", 2)).await;
+    assert_eq!(two["incremental"], true, "{two:#}");
+    let one = app.compile(document_at("one.tex", 2)).await;
+    assert_eq!(one["incremental"], false, "one.tex kept its state: {one:#}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
