@@ -82,10 +82,12 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
     }
     let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     if !job.use_cache {
-        for object in [STATE_OBJECT, FORMAT_OBJECT] {
-            if let Err(error) = context.storage.delete(&format!("{prefix}{object}")).await {
-                tracing::warn!(%error, "could not delete the document's compile state");
-            }
+        let [state, format] =
+            [STATE_OBJECT, FORMAT_OBJECT].map(|object| format!("{prefix}{object}"));
+        let storage = &context.storage;
+        let deleted = futures::join!(storage.delete(&state), storage.delete(&format));
+        if let Err(error) = deleted.0.and(deleted.1) {
+            tracing::warn!(%error, "could not delete the document's compile state");
         }
         return Prepared::default();
     }
