@@ -12,9 +12,19 @@ use sha2::{Digest, Sha256};
 use texfleet_core::model::ClaimedJob;
 use texfleet_sandbox::{comment_start, preamble_end, BEGIN_DOCUMENT};
 
-/// What may move where TeX stops reading a preamble, or hide text from [`comment_start`]:
-/// `^^` notation (`^^25` is a `%`), catcode changes, and mylatexformat's own end marker.
-const UNKEYABLE: [&[u8]; 3] = [b"^^", b"\\catcode", b"\\endofdump"];
+/// What may move where TeX stops reading a preamble or hide text from [`comment_start`] (`^^`
+/// notation: `^^25` is a `%`; catcode changes; mylatexformat's own end marker), and pdfTeX's
+/// state that a format does not keep (font map lines and glyph names' Unicode values: a live
+/// attack remapped a font a later body used, and the hit rendered another font than the same
+/// request without the cache).
+const UNKEYABLE: [&[u8]; 6] = [
+    b"^^",
+    b"\\catcode",
+    b"endofdump",
+    b"\\pdfmapline",
+    b"\\pdfmapfile",
+    b"\\pdfglyphtounicode",
+];
 
 /// Everything a format's content depends on beyond TeX's trees (which the image fixes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,11 +93,23 @@ pub fn why_not_keyable(main: &[u8]) -> Option<&'static str> {
     if !preamble[line_start..].iter().all(u8::is_ascii_whitespace) {
         return Some("\\begin{document} does not start its line");
     }
-    if UNKEYABLE
-        .iter()
-        .any(|token| preamble.windows(token.len()).any(|window| window == *token))
-    {
-        return Some("the preamble holds ^^, \\catcode or \\endofdump");
+    let holds = |text: &[u8], token: &[u8]| text.windows(token.len()).any(|window| window == token);
+    if UNKEYABLE.iter().any(|token| holds(preamble, token)) {
+        return Some("the preamble holds what a format does not keep or what moves its end");
+    }
+    // Loading a format, mylatexformat skips the preamble up to a line with a `\begin` of any
+    // environment whose name holds `document` (a live attack's `xdocumentx`), not only
+    // `\begin{document}`: what follows would run twice.
+    let begins = preamble.windows(b"\\begin".len()).enumerate();
+    for (at, _) in begins.filter(|(_, window)| *window == b"\\begin") {
+        let name = &preamble[at + b"\\begin".len()..];
+        let name = &name[..name
+            .iter()
+            .position(|&byte| byte == b'}')
+            .unwrap_or(name.len())];
+        if holds(name, b"document") {
+            return Some("the preamble begins an environment named like document");
+        }
     }
     let mut depth = 0i64;
     for line in preamble.split_inclusive(|&byte| byte == b'\n') {
@@ -200,6 +222,9 @@ mod tests {
             "\\documentclass{article}\\def\\x{^^41}\n\\begin{document}\\x\\end{document}",
             "\\documentclass{article}\\catcode`\\|=14\n\\begin{document}\\end{document}",
             "\\documentclass{article}\\endofdump\n\\begin{document}\\end{document}",
+            "\\documentclass{article}\\csname endofdump\\endcsname\n\\begin{document}\\end{document}",
+            "\\documentclass{article}\\pdfmapline{=cmr10 CMR10 <cmtt10.pfb}\n\\begin{document}\\end{document}",
+            "\\documentclass{article}\n\\begin{xdocumentx}\\end{xdocumentx}\n\\begin{document}\\end{document}",
             "\\documentclass{article}\\end{document}",
         ] {
             assert!(why_not_keyable(stale.as_bytes()).is_some(), "{stale}");

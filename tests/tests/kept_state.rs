@@ -92,6 +92,32 @@ async fn a_format_holds_no_more_of_the_main_file_than_its_preamble() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_preamble_that_sets_what_a_format_drops_is_not_kept_as_one() {
+    let app = TestApp::spawn().await;
+    // Glyph names' Unicode values (the text a reader copies out): not in a format.
+    let document = |body: &str| {
+        json!({ "input_latex": format!(
+            "\\documentclass{{article}}\n\\input{{glyphtounicode}}\\pdfgentounicode=1\n\
+             \\begin{{document}}\n{body}\n\\end{{document}}\n") })
+    };
+    let first = app.compile(document("First.")).await;
+    assert_eq!(first["status"], "Succeeded", "{first:#}");
+    let id = first["id"].as_str().unwrap();
+    let log = app
+        .get(&format!("/compile/{id}/log"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        log.contains("whose settings a format does not keep"),
+        "{log}"
+    );
+    let second = app.compile(document("Second.")).await;
+    assert_eq!(second["preamble_cache"], "unavailable", "{second:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_compile_from_nothing_deletes_what_the_documents_earlier_compiles_left() {
     let app = TestApp::spawn().await;
     let planted = app.compile(pasted(WRITE_FLAG)).await;

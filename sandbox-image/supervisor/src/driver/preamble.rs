@@ -39,6 +39,22 @@ const TEX_TREES: &[&str] = &[
     "/var/lib/texmf/",
 ];
 
+/// Files of TeX's trees that set pdfTeX state a format does not keep: glyph names' Unicode
+/// values (`\input glyphtounicode` with `\pdfgentounicode=1`, common in CV templates) and font
+/// map lines. A format of a preamble that reads one would give later PDFs other text or other
+/// fonts than the same request without the cache, and the check pass, which renders only this
+/// compile's pages, cannot tell (a live attack remapped a font the dumping body did not use).
+const STATE_A_FORMAT_DROPS: &[&str] = &[
+    "glyphtounicode",
+    "pdfx.sty",
+    "tagpdf.sty",
+    "armtex.sty",
+    "knitting.sty",
+    "russ.sty",
+    "typeface.sty",
+    "oblivoir-utf.cls",
+];
+
 /// Where [`same_pages`] renders the two PDFs.
 const RENDERED: [&str; 2] = ["/tmp/texfleet-pages-1.pgm", "/tmp/texfleet-pages-2.pgm"];
 const RENDER_CPU_SECONDS: u64 = 20;
@@ -201,7 +217,17 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
                     "the preamble reads {read}, which the compile wrote"
                 ))
             }
-            (_, None) if TEX_TREES.iter().any(|tree| path.starts_with(tree)) => {}
+            (_, None) if TEX_TREES.iter().any(|tree| path.starts_with(tree)) => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                if STATE_A_FORMAT_DROPS
+                    .iter()
+                    .any(|drops| name.starts_with(drops))
+                {
+                    return refused(&format!(
+                        "the preamble reads {name}, whose settings a format does not keep"
+                    ));
+                }
+            }
             (_, None) => {
                 return refused(&format!(
                     "the preamble reads {} outside TeX's trees",
