@@ -279,6 +279,12 @@ impl TestApp {
         }
     }
 
+    /// The job's log as the API serves it.
+    pub async fn log(&self, id: &str) -> String {
+        let response = self.get(&format!("/compile/{id}/log")).await;
+        response.text().await.unwrap()
+    }
+
     /// The job as soon as it has started (or ended), through `?until=started`: no polling.
     pub async fn wait_started(&self, id: &str) -> Value {
         let url = format!("{}/compile/{id}?until=started", self.url);

@@ -30,12 +30,7 @@ async fn text_of(app: &TestApp, job: &Value) -> String {
 }
 
 async fn log_of(app: &TestApp, job: &Value) -> String {
-    let id = job["id"].as_str().unwrap();
-    app.get(&format!("/compile/{id}/log"))
-        .await
-        .text()
-        .await
-        .unwrap()
+    app.log(job["id"].as_str().unwrap()).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -31,12 +31,7 @@ async fn a_format_is_not_dumped_from_sources_the_compile_rewrote() {
     let first = app.compile(pasted(rewrite)).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
     let id = first["id"].as_str().unwrap();
-    let log = app
-        .get(&format!("/compile/{id}/log"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let log = app.log(id).await;
     assert!(log.contains("the compile rewrote main.tex"), "{log}");
 
     let honest = app
@@ -103,12 +98,7 @@ async fn a_preamble_that_sets_what_a_format_drops_is_not_kept_as_one() {
     let first = app.compile(document("First.")).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
     let id = first["id"].as_str().unwrap();
-    let log = app
-        .get(&format!("/compile/{id}/log"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let log = app.log(id).await;
     assert!(
         log.contains("whose settings a format does not keep"),
         "{log}"
