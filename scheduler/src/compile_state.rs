@@ -183,11 +183,13 @@ async fn preamble_for(
     }
 }
 
-/// The preamble format cache's answer for the job, counted: a hit whose format failed a pass
-/// that succeeded without it compiled without the cache, a miss.
+/// The preamble format cache's answer for the job, counted: a hit whose format failed a pass,
+/// or whose compile ran again from nothing (without it), is a miss.
 pub fn answer(prepared: &Prepared, state: Option<&DriverState>) -> Option<PreambleCache> {
     let cache = match prepared.cache {
-        Some(PreambleCache::Hit) if state.is_some_and(|state| state.format_refused) => {
+        Some(PreambleCache::Hit)
+            if state.is_some_and(|state| state.format_refused || state.restarted) =>
+        {
             Some(PreambleCache::Miss)
         }
         cache => cache,
@@ -269,7 +271,9 @@ pub async fn keep(
             tracing::info!(why, "preamble not kept as a format");
             FormatKey::of(job, image_id, &[]).map(|key| StoredFormat { key, sha256: None })
         }
-        (Preamble::Load { .. }, _, _) if state.format_refused => None,
+        // It failed a pass, or the compile ran again from nothing: it may be what failed (a
+        // live attack's format made every pass loop).
+        (Preamble::Load { .. }, _, _) if state.format_refused || state.restarted => None,
         _ => earlier,
     };
     let kept_format_sha256 = format.as_ref().and_then(|format| format.sha256.clone());

@@ -14,16 +14,22 @@ use texfleet_sandbox::{comment_start, preamble_end, BEGIN_DOCUMENT};
 
 /// What may move where TeX stops reading a preamble or hide text from [`comment_start`] (`^^`
 /// notation: `^^25` is a `%`; catcode changes; mylatexformat's own end marker), and pdfTeX's
-/// state that a format does not keep (font map lines and glyph names' Unicode values: a live
-/// attack remapped a font a later body used, and the hit rendered another font than the same
-/// request without the cache).
-const UNKEYABLE: [&[u8]; 6] = [
+/// state that a format does not keep (font map lines, glyph names' Unicode values, the
+/// document information and catalog entries and objects: a live attack remapped a font a later
+/// body used, and the hit rendered another font than the same request without the cache; a
+/// preamble's `\pdfinfo` title was missing from every hit).
+const UNKEYABLE: [&[u8]; 11] = [
     b"^^",
     b"\\catcode",
     b"endofdump",
     b"\\pdfmapline",
     b"\\pdfmapfile",
     b"\\pdfglyphtounicode",
+    b"\\pdfinfo",
+    b"\\pdfcatalog",
+    b"\\pdfnames",
+    b"\\pdftrailer",
+    b"\\pdfobj",
 ];
 
 /// Everything a format's content depends on beyond TeX's trees (which the image fixes).
@@ -224,6 +230,7 @@ mod tests {
             "\\documentclass{article}\\endofdump\n\\begin{document}\\end{document}",
             "\\documentclass{article}\\csname endofdump\\endcsname\n\\begin{document}\\end{document}",
             "\\documentclass{article}\\pdfmapline{=cmr10 CMR10 <cmtt10.pfb}\n\\begin{document}\\end{document}",
+            "\\documentclass{article}\\pdfinfo{/Title (T)}\n\\begin{document}\\end{document}",
             "\\documentclass{article}\n\\begin{xdocumentx}\\end{xdocumentx}\n\\begin{document}\\end{document}",
             "\\documentclass{article}\\end{document}",
         ] {

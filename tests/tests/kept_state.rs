@@ -229,3 +229,90 @@ async fn a_compile_that_ends_after_one_from_nothing_leaves_its_state_as_that_one
     assert_eq!(next["incremental"], true, "{next:#}");
     assert!(text_of(&app, &next).await.contains("CLEAN"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_bibliography_database_is_read_again_by_the_next_compile() {
+    let app = TestApp::spawn().await;
+    let request = |title: &str| {
+        json!({
+            "main": "paper.tex",
+            "files": [
+                { "path": "paper.tex", "content": "\\documentclass{article}\n\\begin{document}\nSee \\cite{k}.\n\\bibliographystyle{plain}\n\\bibliography{refs}\n\\end{document}\n" },
+                { "path": "refs.bib", "content": format!("@book{{k, author={{A. Author}}, title={{{title}}}, publisher={{P}}, year={{2020}}}}") },
+            ],
+        })
+    };
+    let first = app.compile(request("Title One")).await;
+    assert!(text_of(&app, &first).await.contains("Title One"));
+    let second = app.compile(request("Title Two")).await;
+    assert_eq!(second["incremental"], true, "{second:#}");
+    let text = text_of(&app, &second).await;
+    assert!(
+        text.contains("Title Two") && !text.contains("Title One"),
+        "{text}"
+    );
+}
+
+/// The second of two compiles at the same main path, each with `timeout_seconds` 10: the
+/// first leaves its files or format, and the second (whose sources are fine) must still end
+/// in time, having compiled again from nothing or without the format.
+async fn second_after(app: &TestApp, first: Value, second: Value) -> Value {
+    let first = app.compile(first).await;
+    assert_eq!(first["status"], "Succeeded", "{first:#}");
+    let mut second = second;
+    second["timeout_seconds"] = json!(10);
+    let second = app.compile(second).await;
+    let log = app.log(second["id"].as_str().unwrap()).await;
+    assert_eq!(second["status"], "Succeeded", "{second:#}\n{log}");
+    second
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_file_that_makes_passes_loop_costs_a_later_compile_half_its_time_only() {
+    let app = TestApp::spawn().await;
+    // Its preamble defines \amark, so the line it plants in the .aux loops only elsewhere.
+    let planting = json!({ "input_latex": "\\documentclass{article}\n\\def\\amark{}\n\\begin{document}\n\
+        \\makeatletter\n\\immediate\\write\\@auxout{\\string\\ifx\\string\\amark\\string\\undefined\
+        \\string\\def\\string\\x{\\string\\x}\\string\\expandafter\\string\\x\\string\\fi}\n\\makeatother\n\
+        Planted.\n\\end{document}\n" });
+    let honest = second_after(&app, planting, pasted("Honest paper.")).await;
+    assert!(text_of(&app, &honest).await.contains("Honest paper."));
+    assert!(
+        app.log(honest["id"].as_str().unwrap())
+            .await
+            .contains("again from nothing"),
+        "{}",
+        app.log(honest["id"].as_str().unwrap()).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_format_that_makes_passes_loop_is_dropped_and_costs_a_compile_half_its_time_only() {
+    let app = TestApp::spawn().await;
+    // \greet loops in the format only: the preamble tells that it is being dumped.
+    let document = |body: &str| {
+        json!({ "input_latex": format!(
+            "\\documentclass{{article}}\n\\makeatletter\n\\ifcsname MYLATEX@cleanup\\endcsname\
+             \\gdef\\greet{{\\greet}}\\else\\gdef\\greet{{Hello}}\\fi\n\\makeatother\n\
+             \\begin{{document}}\n{body}\n\\end{{document}}\n") })
+    };
+    let honest = second_after(&app, document("Draft."), document("\\greet{} world.")).await;
+    assert!(text_of(&app, &honest).await.contains("Hello world."));
+    assert_eq!(honest["preamble_cache"], "miss", "{honest:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_nothing_makes_the_documents_earlier_results_not_reusable() {
+    let app = TestApp::spawn_with(|config| config.result_cache = true).await;
+    let request = pasted("Earlier.");
+    let earlier = app.compile(request.clone()).await;
+    assert_eq!(earlier["status"], "Succeeded", "{earlier:#}");
+    let again = app.compile(request.clone()).await;
+    assert_eq!(again["reused_from"], earlier["id"], "{again:#}");
+    let mut from_nothing = pasted("From nothing.");
+    from_nothing["cache"] = json!(false);
+    app.compile(from_nothing).await;
+    let after = app.compile(request).await;
+    assert_eq!(after["status"], "Succeeded", "{after:#}");
+    assert!(after["reused_from"].is_null(), "{after:#}");
+}

@@ -199,7 +199,10 @@ async fn insert_files(transaction: &impl GenericClient, id: Uuid, job: &NewJob) 
 }
 
 /// The newest job of the project that a submission with `inputs` may reuse (see
-/// [`insert_job`]); a job that itself reused another is never an original.
+/// [`insert_job`]); a job that itself reused another is never an original, nor is one that a
+/// later compile from nothing (`"cache": false`) of the same document has superseded: it may
+/// have started from the kept state that compile deleted (a live attack had a result made
+/// from a planted bibliography served again after the clean-up).
 async fn find_reusable(
     client: &impl GenericClient,
     project_id: Uuid,
@@ -208,12 +211,18 @@ async fn find_reusable(
 ) -> DbResult<Option<Uuid>> {
     let row = client
         .query_opt(
-            "SELECT id FROM jobs
+            "SELECT id FROM jobs AS original
              WHERE project_id = $1 AND input_hash = $2
                AND status = 'Succeeded' AND reused_from IS NULL
                AND image_id = fleet_sandbox_image($3)
                AND date_trunc('day', created_at, 'UTC') = date_trunc('day', now(), 'UTC')
                AND ($4 = 0 OR finished_at > now() - make_interval(days => $4))
+               AND NOT EXISTS (
+                   SELECT 1 FROM jobs AS fresh
+                    WHERE fresh.project_id = $1 AND NOT fresh.use_cache
+                      AND fresh.main_path = original.main_path
+                      AND fresh.engine = original.engine
+                      AND fresh.created_at > original.created_at)
              ORDER BY finished_at DESC
              LIMIT 1",
             &[

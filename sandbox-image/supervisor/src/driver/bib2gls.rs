@@ -74,9 +74,10 @@ pub fn run(tools: &mut Tools) -> bool {
     // The JVM starts programs through its spawn helper.
     .starting_only(&[&spawn_helper, KPSEWHICH]);
     // Its answer covers `output.glstex` only; every resource's file counts, below.
+    let databases = super::files::contents_of_kinds(&["bib"]);
     tools.run_if_changed(
         program,
-        signature_of(&read),
+        signature_of(&format!("{read}{databases}")),
         &aux.with_extension("glstex"),
         &aux.with_extension("glg"),
     );

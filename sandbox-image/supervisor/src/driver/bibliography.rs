@@ -5,7 +5,7 @@
 //! cannot make biber read a file by an absolute or parent path.
 
 use super::bcf;
-use super::files::Recorded;
+use super::files::{contents_of_kinds, Recorded};
 use super::names::is_safe_path;
 use super::tools::{signature_of, Tools};
 use crate::process::Program;
@@ -54,9 +54,10 @@ fn bibtex(tools: &mut Tools, aux: &Path) -> bool {
         return false;
     }
     let program = Program::new(BIBTEX, &[&stem], &tools.environment).starting_only(&[]);
+    let databases = contents_of_kinds(&["bib", "bst"]);
     tools.run_if_changed(
         program,
-        signature_of(&cited),
+        signature_of(&format!("{cited}{databases}")),
         &aux.with_extension("bbl"),
         &aux.with_extension("blg"),
     )
@@ -93,9 +94,10 @@ fn biber(tools: &mut Tools, control: &Path) -> bool {
     )
     // biber is a Perl script, which finds files with kpsewhich.
     .starting_only(&[PERL, KPSEWHICH]);
+    let databases = contents_of_kinds(&["bib"]);
     tools.run_if_changed(
         program,
-        signature_of(text),
+        signature_of(&format!("{text}{databases}")),
         &control.with_extension("bbl"),
         &control.with_extension("blg"),
     )

@@ -16,7 +16,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use texfleet_sandbox::{is_plain_relative, FileSpec};
+use texfleet_sandbox::{is_plain_relative, FileSpec, WORK_DIR};
 
 /// Files larger than this are compared by size only: generated files read back are small.
 const MAX_HASHED_BYTES: u64 = 16 * 1024 * 1024;
@@ -91,6 +91,42 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             path.display()
         ))),
     }
+}
+
+/// The paths and fingerprints of the files of these kinds (extensions) below the work
+/// directory, as one text: the databases and styles a bibliography or index tool reads, whose
+/// changes the rest of its input does not show (a live attack found a restored `.bbl` kept
+/// while only the `.bib` had changed). Bounded in depth and entries, since the document may
+/// make folders.
+pub fn contents_of_kinds(kinds: &[&str]) -> String {
+    const MAX_DEPTH: usize = 8;
+    const MAX_ENTRIES: usize = 5000;
+    let mut found = Vec::new();
+    let mut folders = vec![(PathBuf::from(WORK_DIR), 0)];
+    let mut seen = 0;
+    while let Some((folder, depth)) = folders.pop() {
+        for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return format!("{found:?} and more");
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && depth < MAX_DEPTH {
+                folders.push((path, depth + 1));
+            } else if kind.is_file()
+                && path
+                    .extension()
+                    .is_some_and(|extension| kinds.iter().any(|kind| extension == *kind))
+            {
+                found.push((fingerprint(&path), path));
+            }
+        }
+    }
+    found.sort_by(|a, b| a.1.cmp(&b.1));
+    format!("{found:?}")
 }
 
 /// A fingerprint of a file's content, or None when it does not exist.

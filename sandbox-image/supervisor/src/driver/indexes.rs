@@ -4,10 +4,10 @@
 //! every other: imakeidx's `options=-s style.ist`, read back from the message it logs when it
 //! cannot run makeindex itself.
 
-use super::files::{fingerprint, Recorded};
+use super::files::{contents_of_kinds, fingerprint, Recorded};
 use super::glossaries;
 use super::names::{is_safe_name, is_safe_path};
-use super::tools::Tools;
+use super::tools::{signature_of, Tools};
 use crate::process::Program;
 use std::collections::BTreeMap;
 use std::fs;
@@ -91,9 +91,11 @@ pub fn makeindex(
     output: &Path,
     log: &str,
 ) -> bool {
-    let Some(signature) = fingerprint(input) else {
+    let Some(entries) = fingerprint(input) else {
         return false;
     };
+    // The project's own styles count too.
+    let signature = signature_of(&format!("{entries} {}", contents_of_kinds(&["ist"])));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let program = Program::new(MAKEINDEX, &args, &tools.environment).starting_only(&[]);
     tools.run_if_changed(program, signature, output, &input.with_extension(log))

@@ -29,6 +29,7 @@ use crate::handover;
 use crate::process::{self, Exit};
 use engine::Engine;
 use landlock::RulesetStatus;
+use nix::sys::resource::Resource;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
@@ -109,18 +110,20 @@ pub fn run() -> io::Result<()> {
     let format_given = format.path.is_some();
     let from_state = !restored.is_empty();
     let halt_on_error = spec.halt_on_error;
-    let passes = |tools: &mut Tools, format: &mut Format, restored| {
-        compile(
-            tools,
-            engine,
-            main_name,
-            &folder,
+    let passes = |tools: &mut Tools, format: &mut Format, restored, cpu_seconds| {
+        let run = Run {
             halt_on_error,
-            format,
             restored,
-        )
+            cpu_seconds,
+        };
+        compile(tools, engine, main_name, &folder, format, run)
     };
-    let mut succeeded = passes(&mut tools, &mut format, restored);
+    // The passes from the last compile's files or format get half the timeout: passes they
+    // make loop forever (a live attack's planted .aux hung every later compile of the
+    // project) then fail in time to compile again from nothing.
+    let from_state_cpu =
+        (from_state || format_given).then_some(u64::from(spec.timeout_seconds / 2).max(1));
+    let mut succeeded = passes(&mut tools, &mut format, restored, from_state_cpu);
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
@@ -132,11 +135,10 @@ pub fn run() -> io::Result<()> {
         // The passes may have rewritten sources, converted figures, caches and the format:
         // all are made again. What cannot be cleared fails the compile.
         match state::forget(&mut tools).and_then(|()| lay_out(&mut tools, &spec, engine, &folder)) {
+            // Without the format too: it may be what failed (the scheduler then drops it).
             Ok(()) => {
-                format.path = (format_given && !format.blamed)
-                    .then(|| preamble::install(&mut tools, &format.content, main_folder))
-                    .flatten();
-                succeeded = passes(&mut tools, &mut format, Vec::new());
+                format.path = None;
+                succeeded = passes(&mut tools, &mut format, Vec::new(), None);
             }
             Err(error) => {
                 tools.trace.push(format!(
@@ -256,11 +258,17 @@ fn compile(
     engine: Engine,
     main: &str,
     folder: &Path,
-    halt_on_error: bool,
     format: &mut Format,
-    restored: Vec<PathBuf>,
+    run: Run,
 ) -> bool {
+    let Run {
+        halt_on_error,
+        restored,
+        cpu_seconds,
+    } = run;
     let environment = tools.environment.clone();
+    let run_started = std::time::Instant::now();
+    let from_restored = !restored.is_empty();
     // Every file a pass wrote, so that the next pass can tell whether it changed.
     let mut generated: Vec<PathBuf> = restored;
     let mut ended_well = false;
@@ -286,7 +294,21 @@ fn compile(
         let _ = fs::remove_file(engine.pass_output());
         let program = engine.pass(main, halt_on_error, format.path.as_deref(), &environment);
         let started = std::time::Instant::now();
-        let ran = process::run(&program, None, &[]);
+        // What is left of the run's budget bounds this pass.
+        let budgeted = cpu_seconds.filter(|_| from_restored || format.path.is_some());
+        let left = budgeted.map(|total| total.saturating_sub(run_started.elapsed().as_secs()));
+        if left == Some(0) {
+            tools.trace.push(
+                "texfleet: the passes from the last compile's files or format ran out of their time"
+                    .into(),
+            );
+            return false;
+        }
+        let limits: Vec<_> = left
+            .map(|left| (Resource::RLIMIT_CPU, left))
+            .into_iter()
+            .collect();
+        let ran = process::run(&program, None, &limits);
         let took = started.elapsed().as_millis();
         process::end_strays();
         let exit = match ran {
@@ -353,6 +375,17 @@ struct Format {
     retried: bool,
     /// A pass failed with it and succeeded without it: the format is not to be used again.
     blamed: bool,
+}
+
+/// How the passes of one run go.
+struct Run {
+    halt_on_error: bool,
+    /// The last compile's files written back before the first pass, watched like the files a
+    /// pass writes.
+    restored: Vec<PathBuf>,
+    /// The seconds the passes may take together, when the run starts from what the last
+    /// compile left (the job's deadline bounds the rest).
+    cpu_seconds: Option<u64>,
 }
 
 /// Whether a file the pass read was different before it.
