@@ -73,7 +73,7 @@ impl FormatKey {
     }
 }
 
-/// Lowercase hex of the SHA-256 of `bytes`.
+/// Lowercase hex of the SHA-256 of `bytes`: the key's parts, and the outputs' strong `ETag`s.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }

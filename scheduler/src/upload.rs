@@ -3,13 +3,13 @@
 //! compile; each PUT is fenced by the lease and retried with back-off while the job is still
 //! ours, and every retry is counted.
 
+use crate::format_key::sha256_hex;
 use crate::metrics;
 use crate::outcome::Interrupted;
 use crate::stop::{JobStop, StopReason};
 use crate::synctex;
 use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
-use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::{
@@ -69,11 +69,6 @@ pub async fn upload_outputs(
     }
     metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
     Ok(outcome)
-}
-
-/// The strong `ETag` of an output: its content hash.
-fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// One PUT, retried for about half a minute of back-off unless the job is taken from us.

@@ -40,13 +40,18 @@ pub async fn container_of_running_job(job_id: &str) -> String {
     .await
 }
 
-/// Ids of the containers (running or not) matching every Docker list filter given.
-pub async fn sandbox_containers(filters: &[(&str, &str)]) -> Vec<String> {
-    let docker = bollard::Docker::connect_with_defaults()
+/// The Docker engine the tests and the scheduler use (`DOCKER_HOST`), at its API version.
+pub async fn docker_engine() -> bollard::Docker {
+    bollard::Docker::connect_with_defaults()
         .unwrap()
         .negotiate_version()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Ids of the containers (running or not) matching every Docker list filter given.
+pub async fn sandbox_containers(filters: &[(&str, &str)]) -> Vec<String> {
+    let docker = docker_engine().await;
     let filters: std::collections::HashMap<&str, Vec<String>> = filters
         .iter()
         .map(|(key, value)| (*key, vec![value.to_string()]))
@@ -94,11 +99,7 @@ pub fn canary() -> (String, String) {
 pub async fn exec_in(container: &str, user: &str, command: &[&str]) -> String {
     use bollard::exec::StartExecResults;
     use futures::StreamExt;
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
+    let docker = docker_engine().await;
     let config = bollard::models::ExecConfig {
         cmd: Some(command.iter().map(|arg| arg.to_string()).collect()),
         user: Some(user.to_string()),

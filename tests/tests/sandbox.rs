@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 use texfleet_core::Config;
-use texfleet_e2e::{containers_of_job, eventually, SchedulerProcess, TestApp};
+use texfleet_e2e::{containers_of_job, docker_engine, eventually, SchedulerProcess, TestApp};
 
 /// Each layer the sandbox must have, by the name `texfleet sandbox check` reports it under.
 const LAYERS: &[&str] = &[
@@ -94,11 +94,7 @@ async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_other
     let app = TestApp::spawn_api_only(|_| {}).await;
     let deployment = app.deployment_id().await;
     let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
+    let docker = docker_engine().await;
     let image = &app.config.sandbox_image;
     let ours = leftover(&docker, image, &scheduler_id, &deployment).await;
     let other_deployment = leftover(
@@ -140,11 +136,7 @@ const MEMORY_BOMB: &str = "\\documentclass{article}\\begin{document}\\directlua{
 /// then proves that the runtime keeps our seccomp profile.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
+    let docker = docker_engine().await;
     let runtimes = docker.info().await.unwrap().runtimes.unwrap_or_default();
     assert!(
         runtimes.contains_key("runsc"),
@@ -233,11 +225,7 @@ async fn ended_container(
 #[tokio::test(flavor = "multi_thread")]
 async fn the_engines_events_tell_an_oom_kill_from_a_kill_from_outside() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let docker = bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap();
+    let docker = docker_engine().await;
     let image = &app.config.sandbox_image;
     // One endless line: tail holds it all.
     let (oom, oom_exit) = ended_container(&docker, image, &["tail", "/dev/zero"], false).await;
