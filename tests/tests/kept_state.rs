@@ -108,6 +108,18 @@ async fn a_preamble_that_sets_what_a_format_drops_is_not_kept_as_one() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_main_file_the_key_cannot_hold_is_never_dumped() {
+    let app = TestApp::spawn().await;
+    // The document's title, which a format would drop: the scheduler asks for no dump.
+    let job = app
+        .compile(json!({ "input_latex": "\\documentclass{article}\n\\pdfinfo{/Title (Kept)}\n\\begin{document}\nTitled.\n\\end{document}\n" }))
+        .await;
+    assert_eq!(job["preamble_cache"], "unavailable", "{job:#}");
+    let log = app.log(job["id"].as_str().unwrap()).await;
+    assert!(!log.contains("mylatexformat"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_compile_from_nothing_deletes_what_the_documents_earlier_compiles_left() {
     let app = TestApp::spawn().await;
     let planted = app.compile(pasted(WRITE_FLAG)).await;
