@@ -195,7 +195,8 @@ async fn compile_and_upload(
     uploaded
 }
 
-/// Only a `Succeeded` compile hands its state on: a failed one's may be what failed.
+/// Only a `Succeeded` compile hands its state on: a failed one's may be what failed, and so
+/// may the state it started from.
 async fn keep_state(
     context: &Context,
     job: &ClaimedJob,
@@ -206,5 +207,7 @@ async fn keep_state(
 ) {
     if status == JobStatus::Succeeded {
         compile_state::keep(context, job, prepared, state, format).await;
+    } else {
+        compile_state::forget_after_failure(context, job, &prepared).await;
     }
 }

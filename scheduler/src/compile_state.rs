@@ -69,6 +69,8 @@ pub struct Prepared {
     stored: Option<Stored>,
     /// The SHA-256 of what [`STATE_OBJECT`] held when the compile began.
     state_version: Option<String>,
+    /// The compile starts from kept files or a kept format.
+    from_state: bool,
 }
 
 /// Reads what the document's last compile left and decides what this compile gets. A missing
@@ -82,13 +84,7 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
     }
     let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     if !job.use_cache {
-        let [state, format] =
-            [STATE_OBJECT, FORMAT_OBJECT].map(|object| format!("{prefix}{object}"));
-        let storage = &context.storage;
-        let deleted = futures::join!(storage.delete(&state), storage.delete(&format));
-        if let Err(error) = deleted.0.and(deleted.1) {
-            tracing::warn!(%error, "could not delete the document's compile state");
-        }
+        delete_state(context, &prefix).await;
         return Prepared::default();
     }
     let image_id = context.sandbox.image_id();
@@ -123,7 +119,31 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
     }
     prepared.stored = stored;
     prepared.state_version = state_version;
+    prepared.from_state =
+        !prepared.previous.files.is_empty() || matches!(prepared.preamble, Preamble::Load { .. });
     prepared
+}
+
+/// After a compile that started from the document's kept state and did not succeed: the
+/// state goes, so that the next compile starts from nothing instead of meeting it again. A
+/// compile from kept files that fails is run again from nothing inside the sandbox, but one
+/// that runs out of its time is not (a live attack planted an `.aux` that made LuaTeX sleep,
+/// and every later compile of the document timed out).
+pub async fn forget_after_failure(context: &Context, job: &ClaimedJob, prepared: &Prepared) {
+    if prepared.from_state {
+        let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
+        delete_state(context, &prefix).await;
+    }
+}
+
+/// Deletes the document's [`STATE_OBJECT`] and [`FORMAT_OBJECT`] at once.
+async fn delete_state(context: &Context, prefix: &str) {
+    let [state, format] = [STATE_OBJECT, FORMAT_OBJECT].map(|object| format!("{prefix}{object}"));
+    let storage = &context.storage;
+    let deleted = futures::join!(storage.delete(&state), storage.delete(&format));
+    if let Err(error) = deleted.0.and(deleted.1) {
+        tracing::warn!(%error, "could not delete the document's compile state");
+    }
 }
 
 /// The document's [`STATE_OBJECT`], None when there is none.

@@ -299,6 +299,27 @@ async fn a_planted_file_that_makes_passes_loop_costs_a_later_compile_half_its_ti
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_kept_files_that_runs_out_of_time_leaves_none_for_the_next() {
+    let app = TestApp::spawn().await;
+    // Its .aux makes any other compile's pass sleep: no CPU, so no CPU limit ends it. (A
+    // LuaTeX compile takes seconds here, building its font names: 25 s for the others.)
+    let planting = json!({ "engine": "lualatex", "input_latex": "\\documentclass{article}\n\\directlua{planter=true}\n\\begin{document}\n\
+        \\makeatletter\\immediate\\write\\@auxout{\\string\\directlua{if not planter then os.sleep(3600) end}}\\makeatother\n\
+        Planted.\n\\end{document}\n" });
+    let planted = app.compile(planting).await;
+    assert_eq!(planted["status"], "Succeeded", "{planted:#}");
+    let honest = |body: &str| {
+        json!({ "engine": "lualatex", "timeout_seconds": 25, "input_latex": format!(
+            "\\documentclass{{article}}\n\\begin{{document}}\n{body}\n\\end{{document}}\n") })
+    };
+    let slept = app.compile(honest("First.")).await;
+    assert_eq!(slept["status"], "TimedOut", "{slept:#}");
+    let next = app.compile(honest("Second.")).await;
+    assert_eq!(next["status"], "Succeeded", "{next:#}");
+    assert_eq!(next["incremental"], false, "{next:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_format_that_makes_passes_loop_is_dropped_and_costs_a_compile_half_its_time_only() {
     let app = TestApp::spawn().await;
     // \greet loops in the format only: the preamble tells that it is being dumped.

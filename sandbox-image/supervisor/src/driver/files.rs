@@ -97,24 +97,30 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// directory, as one text: the databases and styles a bibliography or index tool reads, whose
 /// changes the rest of its input does not show (a live attack found a restored `.bbl` kept
 /// while only the `.bib` had changed). Bounded in depth and entries, since the document may
-/// make folders.
+/// make folders; past the bound, a text that matches no earlier one.
 pub fn contents_of_kinds(kinds: &[&str]) -> String {
+    contents_of_kinds_below(Path::new(WORK_DIR), kinds)
+}
+
+fn contents_of_kinds_below(root: &Path, kinds: &[&str]) -> String {
     const MAX_DEPTH: usize = 8;
     const MAX_ENTRIES: usize = 5000;
     let mut found = Vec::new();
-    let mut folders = vec![(PathBuf::from(WORK_DIR), 0)];
+    let mut folders = vec![(root.to_path_buf(), 0)];
     let mut seen = 0;
     while let Some((folder, depth)) = folders.pop() {
         for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
             seen += 1;
-            if seen > MAX_ENTRIES {
-                return format!("{found:?} and more");
-            }
-            let path = entry.path();
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if kind.is_dir() && depth < MAX_DEPTH {
+            if seen > MAX_ENTRIES || (kind.is_dir() && depth == MAX_DEPTH) {
+                // Too many to tell: a text no earlier run had, so that the tool runs (a
+                // live attack made 5000 folders, and an edited .bib went unseen).
+                return format!("past the bounds at {:?}", std::time::Instant::now());
+            }
+            let path = entry.path();
+            if kind.is_dir() {
                 folders.push((path, depth + 1));
             } else if kind.is_file()
                 && path
@@ -220,6 +226,27 @@ pub fn log_asks_for_rerun(log: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_database_changes_its_kinds_text_and_too_deep_a_tree_never_repeats() {
+        let root = std::env::temp_dir().join(format!("kinds-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("bib")).unwrap();
+        fs::write(root.join("bib/refs.bib"), "one").unwrap();
+        fs::write(root.join("main.tex"), "not a database").unwrap();
+        let first = contents_of_kinds_below(&root, &["bib"]);
+        assert_eq!(contents_of_kinds_below(&root, &["bib"]), first);
+        fs::write(root.join("bib/refs.bib"), "two").unwrap();
+        assert_ne!(contents_of_kinds_below(&root, &["bib"]), first);
+        fs::write(root.join("main.tex"), "still not").unwrap();
+        let second = contents_of_kinds_below(&root, &["bib"]);
+        assert_eq!(contents_of_kinds_below(&root, &["bib"]), second);
+        // Past the depth it can tell: a text that matches no earlier one.
+        fs::create_dir_all(root.join("a/b/c/d/e/f/g/h/i/j")).unwrap();
+        let deep = contents_of_kinds_below(&root, &["bib"]);
+        assert_ne!(contents_of_kinds_below(&root, &["bib"]), deep);
+        fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn the_recorder_list_keeps_only_files_of_the_compile() {
