@@ -88,8 +88,14 @@ impl RateLimiter {
             return Ok(());
         };
         limiter.check_key(&token_hash).map_err(|not_until| {
+            crate::metrics::RATE_LIMITED
+                .with_label_values(&["token"])
+                .inc();
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            Problem::rate_limited(wait.as_secs_f64().ceil() as u64)
+            Problem::rate_limited(
+                "too many requests for this token; slow down",
+                wait.as_secs_f64().ceil() as u64,
+            )
         })
     }
 }

@@ -1,4 +1,5 @@
-//! The outputs of a job: its PDF, its log and its SyncTeX file, from object storage. Each is sent with a strong
+//! The outputs of a job: its PDF, its log and its SyncTeX file, streamed from object storage
+//! (each download holds one of its project's places while it is read). Each is sent with a strong
 //! `ETag`, the SHA-256 of its bytes recorded by the scheduler that stored it, so a client that
 //! has it already gets `304 Not Modified` without a read of the object store. A job that
 //! reused an earlier result (the result cache) serves that job's objects, with their hashes.
@@ -11,8 +12,14 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use texfleet_core::model::{short_job_id, JobStatus};
 use tokio_util::io::ReaderStream;
+use uuid::Uuid;
+
+/// Downloads of one project that may be in flight at once (each holds a connection to the
+/// object store while its client reads).
+pub const MAX_PER_PROJECT: usize = 16;
 
 /// The PDF of a Succeeded job, streamed from object storage.
 #[utoipa::path(get, path = "/compile/{id}/pdf", tag = "compile", security(("bearer" = [])),
@@ -47,7 +54,16 @@ pub async fn get_pdf(
     };
     let disposition = format!("inline; filename=\"{}.pdf\"", short_job_id(job.id));
     let etag = job.pdf_sha256.as_deref().map(strong_etag);
-    stream(&state, &key, "application/pdf", disposition, etag, &request).await
+    stream(
+        &state,
+        auth.project_id,
+        &key,
+        "application/pdf",
+        Some(disposition),
+        etag,
+        &request,
+    )
+    .await
 }
 
 /// The SyncTeX file of a Succeeded job, which maps positions in the PDF to source lines.
@@ -91,9 +107,10 @@ pub async fn get_synctex(
     let etag = job.synctex_sha256.as_deref().map(strong_etag);
     stream(
         &state,
+        auth.project_id,
         &key,
         "application/gzip",
-        disposition,
+        Some(disposition),
         etag,
         &request,
     )
@@ -101,27 +118,37 @@ pub async fn get_synctex(
 }
 
 /// An object streamed from the store with its type, disposition and strong `ETag`, or `304`
-/// when the client has it.
+/// when the client has it; `429` when the project has [`MAX_PER_PROJECT`] downloads in flight.
 async fn stream(
     state: &AppState,
+    project: Uuid,
     key: &str,
     content_type: &'static str,
-    disposition: String,
+    disposition: Option<String>,
     etag: Option<HeaderValue>,
     request: &HeaderMap,
 ) -> Result<Response, Problem> {
     if let Some(unchanged) = not_modified(request, etag.as_ref()) {
         return Ok(unchanged);
     }
+    let slot = state.downloads.take(project).ok_or_else(|| {
+        Problem::rate_limited("too many downloads of this project in flight; retry", 1)
+    })?;
     let object = state.storage.get(key).await?;
-    let mut response =
-        Body::from_stream(ReaderStream::new(object.body.into_async_read())).into_response();
+    // The place is the project's until the last byte is sent (or the client goes away).
+    let chunks = ReaderStream::new(object.body.into_async_read()).map(move |chunk| {
+        let _ = &slot;
+        chunk
+    });
+    let mut response = Body::from_stream(chunks).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert(
-        header::CONTENT_DISPOSITION,
-        HeaderValue::try_from(disposition).expect("hex digits are a header value"),
-    );
+    if let Some(disposition) = disposition {
+        headers.insert(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::try_from(disposition).expect("hex digits are a header value"),
+        );
+    }
     if let Some(length) = object.content_length {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }
@@ -159,15 +186,17 @@ pub async fn get_log(
         )));
     };
     let etag = job.log_sha256.as_deref().map(strong_etag);
-    if let Some(unchanged) = not_modified(&request, etag.as_ref()) {
-        return Ok(unchanged);
-    }
-    let log = state.storage.get_bytes(&key).await?;
-    let mut response = ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], log).into_response();
-    if let Some(etag) = etag {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    Ok(response)
+    let content_type = "text/plain; charset=utf-8";
+    stream(
+        &state,
+        auth.project_id,
+        &key,
+        content_type,
+        None,
+        etag,
+        &request,
+    )
+    .await
 }
 
 /// A PDF's bytes, as the OpenAPI document names a binary body.

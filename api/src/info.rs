@@ -1,12 +1,14 @@
 //! `GET /info`: what a client may send and what the sandbox can compile, so that a client learns
 //! the limits before it meets them. The TeX installation is described by the very list the
-//! sandbox image is built from (`sandbox-image/base/packages.txt`, compiled in), and the image
-//! the schedulers run now is named by the id they report in their heartbeats.
+//! sandbox image is built from (`sandbox-image/base/texlive-2024.txt`, compiled in), and the
+//! image the schedulers run now is named by the id they report in their heartbeats.
+//! `GET /info/packages/{name}`: whether that image has a LaTeX package or class, from the
+//! index its build wrote (registered by the schedulers), never by running TeX.
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, Problem};
 use crate::AppState;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::Json;
 use serde::Serialize;
 use strum::VariantArray as _;
@@ -16,7 +18,7 @@ use texfleet_core::validate::{MAX_DEPTH, MAX_FILES, MAX_PATH_BYTES};
 use utoipa::ToSchema;
 
 /// The Debian packages of the sandbox image, one per line, with comments saying why.
-const PACKAGES: &str = include_str!("../../sandbox-image/base/packages.txt");
+const PACKAGES: &str = include_str!("../../sandbox-image/base/texlive-2024.txt");
 /// The distribution `sandbox-image/base/build.sh` builds the image from.
 const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
 
@@ -70,7 +72,7 @@ pub struct Limits {
     work_directory_mb: i64,
 }
 
-/// The package names of `packages.txt`: its lines that are neither blank nor comments.
+/// The package names of the image's list: its lines that are neither blank nor comments.
 fn packages() -> impl Iterator<Item = &'static str> {
     PACKAGES
         .lines()
@@ -115,6 +117,89 @@ pub async fn info(
             memory_mb: config.sandbox_memory_mb,
             work_directory_mb: config.sandbox_tmpfs_mb,
         },
+    }))
+}
+
+/// A LaTeX package or class of the sandbox image.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({
+    "name": "siunitx", "installed": true, "texlive": "2024",
+    "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
+    "files": [{ "file": "siunitx.sty", "kind": "package",
+                "version": "2024-11-20 v3.4.4 A comprehensive (SI) units package" }]
+}))]
+pub struct PackageInfo {
+    name: String,
+    /// Whether the image has `<name>.sty` or `<name>.cls`.
+    installed: bool,
+    /// The TeX Live year of the image.
+    texlive: String,
+    sandbox_image: String,
+    files: Vec<PackageFile>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PackageFile {
+    file: String,
+    /// `package` (`.sty`) or `class` (`.cls`).
+    kind: &'static str,
+    /// What the file says of itself (`\ProvidesPackage`): date, version, description; empty
+    /// when it says nothing.
+    version: String,
+}
+
+/// The most bytes of a package name.
+const MAX_NAME_BYTES: usize = 100;
+
+/// Whether the sandbox image has a LaTeX package (`<name>.sty`) or class (`<name>.cls`), and
+/// which version.
+#[utoipa::path(get, path = "/info/packages/{name}", tag = "info", security(("bearer" = [])),
+    params(("name" = String, Path, description = "A package or class name, as in `\\usepackage{siunitx}`")),
+    responses(
+        (status = 200, description = "Whether it is installed, and its version", body = PackageInfo),
+        (status = 422, description = "Not a package name", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "No scheduler has registered its sandbox image yet", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
+        AuthenticatedProblems,
+    ))]
+pub async fn package(
+    State(state): State<AppState>,
+    _auth: Authenticated,
+    Path(name): Path<String>,
+) -> Result<Json<PackageInfo>, Problem> {
+    let plain = !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'+' | b'@'));
+    if !plain {
+        return Err(Problem::validation(vec![crate::problem::FieldError::new(
+            "name",
+            format!("must be 1 to {MAX_NAME_BYTES} letters, digits, '-', '_', '.', '+' or '@'"),
+        )]));
+    }
+    let not_registered = || Problem::not_ready("no scheduler has registered its sandbox image yet");
+    let image = db::sandbox_image(&state.pool, state.config.lease_seconds)
+        .await?
+        .ok_or_else(not_registered)?;
+    let (texlive, files) = db::image_files(&state.pool, &image, &name)
+        .await?
+        .ok_or_else(not_registered)?;
+    Ok(Json(PackageInfo {
+        installed: !files.is_empty(),
+        files: files
+            .into_iter()
+            .map(|file| PackageFile {
+                kind: match file.file.ends_with(".cls") {
+                    true => "class",
+                    false => "package",
+                },
+                file: file.file,
+                version: file.version,
+            })
+            .collect(),
+        name,
+        texlive,
+        sandbox_image: image,
     }))
 }
 

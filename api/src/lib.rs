@@ -11,12 +11,16 @@
 //!   request ids.
 
 mod auth;
+mod client_address;
+mod connections;
 mod downloads;
 mod events;
 mod info;
 mod metrics;
 mod problem;
 mod problem_code;
+mod project_database;
+mod receiving;
 mod request;
 mod routes;
 mod serve;
@@ -30,6 +34,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db::{self, Pool};
+use texfleet_core::project_slots::ProjectSlots;
 use texfleet_core::storage::Storage;
 use texfleet_core::webhook::secret::SecretBox;
 use texfleet_core::webhook::target;
@@ -43,11 +48,18 @@ use utoipa_axum::routes;
 
 #[derive(Clone)]
 struct AppState {
+    /// For what is not one project's: tokens, health, the image.
     pool: Pool,
+    /// For what is: a project holds a share of the pool at most.
+    database: project_database::ProjectDatabase,
     storage: Storage,
     config: Arc<Config>,
     events: events::JobEvents,
     rate_limiter: auth::RateLimiter,
+    /// Downloads in flight, per project: each holds a connection to the object store while
+    /// its client reads.
+    downloads: ProjectSlots,
+    receiving: receiving::ReceivingBudget,
     /// None when webhooks are not configured.
     webhooks: Option<webhooks::WebhookSettings>,
 }
@@ -74,7 +86,7 @@ impl Modify for BearerAuth {
 
 /// The routes with their handlers and the OpenAPI document generated from the same handlers,
 /// so that the document cannot drift from what the API does.
-fn router(state: AppState) -> Router {
+fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>) -> Router {
     let (router, openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(routes::healthz))
         .routes(routes!(routes::readyz))
@@ -85,6 +97,7 @@ fn router(state: AppState) -> Router {
         .routes(routes!(downloads::get_synctex))
         .routes(routes!(routes::list))
         .routes(routes!(info::info))
+        .routes(routes!(info::package))
         .routes(routes!(webhooks::register, webhooks::list))
         .routes(routes!(webhooks::delete))
         .routes(routes!(webhooks::deliveries))
@@ -100,6 +113,10 @@ fn router(state: AppState) -> Router {
         )
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            address_limiter,
+            client_address::limit_per_address,
+        ))
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(problem::request_id))
         // A PDF or log is whatever bytes the document made: a browser must take them for
@@ -119,26 +136,43 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let sealer = SecretBox::from_setting(&config.webhook_secret_key)?;
     let allowed = target::allowed_ranges(&config.webhook_allowed_cidrs)?;
+    let proxies = client_address::TrustedProxies::parse(
+        &config.trusted_proxies,
+        &config.client_address_header,
+    )?;
+    let address_limiter = client_address::AddressLimiter::new(&config, proxies.clone());
+    let pool = db::api_pool(&config)?;
     let state = AppState {
         webhooks: sealer.map(|sealer| webhooks::WebhookSettings { sealer, allowed }),
-        pool: db::pool(&config, config.api_database_url())?,
+        pool: pool.clone(),
+        database: project_database::ProjectDatabase::new(pool),
         storage: Storage::new(&config),
-        events: events::JobEvents::listen(config.api_database_url().to_string()),
+        events: events::JobEvents::listen(
+            config.api_database_url().to_string(),
+            config.max_connections / 4,
+        ),
         rate_limiter: auth::RateLimiter::new(&config),
+        downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
+        receiving: receiving::ReceivingBudget::new(config.max_body_bytes),
         config: Arc::new(config),
     };
     metrics::init();
     tracing::info!(addr = %listener.local_addr()?, "api listening");
-    let bounds = serve::Bounds {
+    let header_timeout = Duration::from_secs(state.config.header_timeout_seconds);
+    let connections = connections::Connections::new(connections::Limits {
         max_connections: state.config.max_connections,
-        header_timeout: Duration::from_secs(state.config.header_timeout_seconds),
-    };
+        max_per_address: state.config.max_connections_per_address,
+        header_timeout,
+        idle_timeout: Duration::from_secs(state.config.idle_timeout_seconds),
+        trusted_proxies: proxies,
+    });
     let events = state.events.clone();
     let shutdown = async move {
         shutdown.await;
         // Requests waiting for jobs (Prefer: wait) answer now, with the job as it is.
         events.close();
     };
-    serve::serve(listener, router(state), bounds, shutdown).await;
+    let router = router(state, address_limiter);
+    serve::serve(listener, router, connections, header_timeout, shutdown).await;
     Ok(())
 }

@@ -6,8 +6,9 @@ use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus::{
-    register_histogram_vec_with_registry, register_int_counter_vec_with_registry, HistogramVec,
-    IntCounterVec, Registry,
+    register_histogram_vec_with_registry, register_int_counter_vec_with_registry,
+    register_int_counter_with_registry, register_int_gauge_with_registry, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, Registry,
 };
 use std::sync::LazyLock;
 use std::time::Instant;
@@ -63,10 +64,60 @@ pub static RESULT_CACHE: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+static CONNECTIONS_OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge_with_registry!(
+        "texfleet_http_connections_open",
+        "Client connections the API holds open.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub fn set_open_connections(open: usize) {
+    CONNECTIONS_OPEN.set(open as i64);
+}
+
+pub static CONNECTIONS_CLOSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_http_connections_closed_total",
+        "Connections the API closed before their client did: header_timeout (no complete request in time after the accept), idle_timeout (no new request in time after an answer), stalled (an answer the client took no frame of in time), evicted (its last progress was the oldest while the API was full and another client arrived).",
+        &["reason"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static CONNECTIONS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter_with_registry!(
+        "texfleet_http_connections_refused_total",
+        "Connections closed at once because their client address held max_connections_per_address already.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_http_rate_limited_total",
+        "Requests answered 429 rate_limited: by client address (before any token is looked up) or by token.",
+        &["by"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 /// Registers every metric, submissions per engine at zero, so that a scrape shows every name.
 pub fn init() {
     LazyLock::force(&HTTP_REQUESTS);
     LazyLock::force(&HTTP_DURATION);
+    LazyLock::force(&CONNECTIONS_OPEN);
+    LazyLock::force(&CONNECTIONS_REFUSED);
+    for reason in ["header_timeout", "idle_timeout", "stalled", "evicted"] {
+        CONNECTIONS_CLOSED.with_label_values(&[reason]);
+    }
+    for by in ["address", "token"] {
+        RATE_LIMITED.with_label_values(&[by]);
+    }
     for result in ["hit", "miss"] {
         RESULT_CACHE.with_label_values(&[result]);
     }

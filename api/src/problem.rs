@@ -172,11 +172,20 @@ impl Problem {
     }
 
     /// The answer to a body that could not be read whole within its limits.
-    pub fn unreadable_body(error: crate::serve::BodyError, limit: usize, seconds: u64) -> Problem {
+    pub fn unreadable_body(
+        error: crate::receiving::BodyError,
+        limit: usize,
+        seconds: u64,
+    ) -> Problem {
         match error {
-            crate::serve::BodyError::TooLarge => Problem::payload_too_large(limit),
-            crate::serve::BodyError::TimedOut => Problem::request_timeout(seconds),
-            crate::serve::BodyError::Broken => Problem::invalid_json("the body could not be read"),
+            crate::receiving::BodyError::TooLarge => Problem::payload_too_large(limit),
+            crate::receiving::BodyError::TimedOut => Problem::request_timeout(seconds),
+            crate::receiving::BodyError::Broken => {
+                Problem::invalid_json("the body could not be read")
+            }
+            crate::receiving::BodyError::Busy => Problem::unavailable(
+                "the server, or this project, is receiving too many request bodies; retry",
+            ),
         }
     }
 
@@ -219,13 +228,13 @@ impl Problem {
         )
     }
 
-    pub fn rate_limited(retry_after_seconds: u64) -> Problem {
+    pub fn rate_limited(detail: &str, retry_after_seconds: u64) -> Problem {
         Problem {
             retry_after: Some(retry_after_seconds.max(1)),
             ..Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 ProblemCode::RateLimited,
-                "too many requests for this token; slow down",
+                detail,
             )
         }
     }

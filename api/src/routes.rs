@@ -102,7 +102,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, Problem> {
     let id = Uuid::parse_str(&id).map_err(|_| Problem::not_found("no such job"))?;
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let cancelled = db::cancel_job(&*transaction, auth.project_id, id).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
@@ -130,7 +130,7 @@ pub(crate) async fn respond_after_wait(
     let Some(seconds) = request::prefer_wait(headers) else {
         return Ok((status, Json(job)).into_response());
     };
-    let job = state
+    let (job, applied) = state
         .events
         .wait_until(
             job,
@@ -148,14 +148,16 @@ pub(crate) async fn respond_after_wait(
     } else {
         status
     };
-    let applied =
-        HeaderValue::try_from(format!("wait={seconds}")).expect("a number is a header value");
-    Ok((
-        status,
-        [(HeaderName::from_static("preference-applied"), applied)],
-        Json(job),
-    )
-        .into_response())
+    let mut response = (status, Json(job)).into_response();
+    // Only a wait that was honoured says so: a client that reads no such header paces itself.
+    if applied {
+        let applied =
+            HeaderValue::try_from(format!("wait={seconds}")).expect("a number is a header value");
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("preference-applied"), applied);
+    }
+    Ok(response)
 }
 
 /// A project's jobs, newest first.
@@ -183,7 +185,7 @@ pub async fn list(
     let Query(query) =
         query.map_err(|e| Problem::validation(vec![FieldError::new("", e.body_text())]))?;
     let query = request::parse_list_query(&query).map_err(Problem::validation)?;
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let page = db::list_jobs(
         &*transaction,
@@ -246,7 +248,7 @@ async fn read_job(
     auth: &Authenticated,
     id: Uuid,
 ) -> Result<Option<Job>, Problem> {
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     Ok(db::get_job(&*transaction, auth.project_id, id).await?)
 }

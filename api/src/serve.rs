@@ -1,59 +1,63 @@
 //! Serving HTTP connections with bounds, so that slow or silent clients cannot hold the API:
-//! at most `max_connections` open at once (the next wait in the kernel's backlog), request
-//! headers within `header_timeout_seconds`, request bodies within `body_timeout_seconds`
-//! ([`read_body`]). On shutdown the listener closes, waiting requests are answered at once and
-//! in-flight ones finish before the connections close.
+//! which connections stay open, and for how long, is [`crate::connections`]'s to decide;
+//! request bodies must arrive within `body_timeout_seconds` ([`crate::receiving`]); HTTP/2 peers
+//! that stop answering pings are dropped. On shutdown the listener closes, waiting requests
+//! are answered at once and in-flight ones finish before the connections close.
 
+use crate::client_address::Peer;
+use crate::connections::{Connections, Slot};
+use crate::metrics;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::Router;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 /// How long in-flight requests may take to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(30);
-/// The most of an oversized body that is read (and dropped) before the `413`, so that a
-/// client that writes its whole body before it reads gets the answer, not a broken pipe.
-const MAX_DRAINED_BYTES: usize = 256 * 1024 * 1024;
-
-pub struct Bounds {
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-}
+/// The send buffer of every connection (Linux doubles it): 512 KiB drains in about five
+/// seconds at 100 KB/s, and allows 5 MB/s at a round trip of 100 ms.
+const SEND_BUFFER_BYTES: usize = 256 * 1024;
+/// How often an HTTP/2 connection is pinged, and how long its answer may take.
+const HTTP2_PING: Duration = Duration::from_secs(20);
+/// Requests one HTTP/2 connection may have in flight at once (hyper's default is 200): each
+/// may hold a database or S3 connection while its client reads slowly.
+const HTTP2_STREAMS: u32 = 32;
 
 /// Serves `router` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    bounds: Bounds,
+    connections: Arc<Connections>,
+    header_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
-    let open = Arc::new(Semaphore::new(bounds.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(bounds.header_timeout);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(HTTP2_PING)
+        .keep_alive_timeout(HTTP2_PING)
+        .max_concurrent_streams(HTTP2_STREAMS);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = open.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-            () = &mut shutdown => break,
-        };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors, say: pause rather than spin.
                     tracing::warn!(%error, "accept failed");
@@ -63,18 +67,22 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            router.clone().oneshot(request.map(Body::new))
-        });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-            drop(permit);
-        });
+        // A small send buffer, so that a client reading slowly still takes a frame of its
+        // answer every few seconds and is not judged stalled (the kernel's autotuned buffer
+        // holds megabytes: a reader at 100 KB/s took no frame for 40 s).
+        let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
+        if connections.refuses(peer.ip()) {
+            metrics::CONNECTIONS_REFUSED.inc();
+            continue;
+        }
+        // While no connection can be taken, this one waits and newcomers wait in the backlog.
+        tokio::select! {
+            () = connections.room_for_one() => {}
+            () = &mut shutdown => break,
+        }
+        let slot = connections.admit(peer.ip());
+        let connection = serve_connection(&builder, stream, slot, router.clone(), &graceful);
+        tokio::spawn(connection);
     }
     drop(listener);
     if tokio::time::timeout(DRAIN, graceful.shutdown())
@@ -85,41 +93,169 @@ pub async fn serve(
     }
 }
 
-/// Why a request body could not be had.
-#[derive(Debug)]
-pub enum BodyError {
-    /// Larger than the limit (read to its end, up to a bound, so the client hears why).
-    TooLarge,
-    /// Not received within the body timeout.
-    TimedOut,
-    /// The connection broke while it was sent.
-    Broken,
-}
-
-/// The whole body, if it is at most `limit` bytes and arrives within `timeout`.
-pub async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, BodyError> {
-    let read = async move {
-        let mut body = body;
-        let mut collected = Vec::new();
-        let mut seen = 0usize;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| BodyError::Broken)?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            seen += data.len();
-            if seen <= limit {
-                collected.extend_from_slice(&data);
-            } else if seen > MAX_DRAINED_BYTES {
-                return Err(BodyError::TooLarge);
+/// Serves one connection until it ends or its [`Connections::deadline`] passes.
+fn serve_connection(
+    builder: &Builder<TokioExecutor>,
+    stream: TcpStream,
+    slot: Slot,
+    router: Router,
+    graceful: &GracefulShutdown,
+) -> impl Future<Output = ()> + Send + 'static {
+    let peer = stream.peer_addr().map(|address| address.ip()).ok();
+    let activity = slot.activity.clone();
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        let mut in_flight = activity.begin();
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(Peer(peer));
+        }
+        let receiving = activity.clone();
+        let response = router.clone().oneshot(request.map(|body| {
+            Body::new(Receiving {
+                body,
+                activity: receiving,
+            })
+        }));
+        async move {
+            let response = response.await?;
+            in_flight.answering();
+            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                Body::new(Answering {
+                    body,
+                    in_flight,
+                    rest: Bytes::new(),
+                })
+            }))
+        }
+    });
+    let connection = graceful.watch(
+        builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned(),
+    );
+    async move {
+        tokio::select! {
+            _ = connection => {}
+            closed = slot.deadline() => {
+                metrics::CONNECTIONS_CLOSED
+                    .with_label_values(&[closed.as_str()])
+                    .inc();
             }
         }
-        if seen > limit {
-            return Err(BodyError::TooLarge);
+        drop(slot);
+    }
+}
+
+/// A request body whose every frame counts as progress of its connection.
+struct Receiving {
+    body: Incoming,
+    activity: Arc<crate::connections::Activity>,
+}
+
+impl hyper::body::Body for Receiving {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &frame {
+            // An empty frame costs nothing to send: it is no progress.
+            if frame.data_ref().is_none_or(|data| !data.is_empty()) {
+                self.activity.progress();
+            }
         }
-        Ok(Bytes::from(collected))
-    };
-    tokio::time::timeout(timeout, read)
-        .await
-        .unwrap_or(Err(BodyError::TimedOut))
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A response body that keeps its request in flight until the last byte is sent, and counts
+/// every frame the client takes as progress. Frames go out in pieces of at most
+/// [`ANSWER_PIECE`] bytes: HTTP/2 buffers a whole frame whatever the peer's window, so a large
+/// frame would be held for a peer that never reads, outside the stall deadline.
+struct Answering {
+    body: Body,
+    in_flight: crate::connections::InFlight,
+    rest: Bytes,
+}
+
+const ANSWER_PIECE: usize = 16 * 1024;
+
+impl hyper::body::Body for Answering {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if self.rest.is_empty() {
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => self.rest = data,
+                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                },
+                other => return other,
+            }
+        }
+        let piece = self.rest.len().min(ANSWER_PIECE);
+        let piece = self.rest.split_to(piece);
+        self.in_flight.progress();
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty() && self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let (body, rest) = (self.body.size_hint(), self.rest.len() as u64);
+        let mut hint = SizeHint::new();
+        hint.set_lower(body.lower() + rest);
+        if let Some(upper) = body.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_address::TrustedProxies;
+    use crate::connections::Limits;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn an_answer_goes_out_in_pieces_and_keeps_its_length() {
+        let connections = Connections::new(Limits {
+            max_connections: 1,
+            max_per_address: 0,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            trusted_proxies: TrustedProxies::parse("10.0.0.0/8", "x-forwarded-for").unwrap(),
+        });
+        let slot = connections.admit(std::net::Ipv4Addr::LOCALHOST.into());
+        let mut answer = Answering {
+            body: Body::from(vec![7u8; 40_000]),
+            in_flight: slot.activity.begin(),
+            rest: Bytes::new(),
+        };
+        assert_eq!(hyper::body::Body::size_hint(&answer).exact(), Some(40_000));
+        let mut pieces = Vec::new();
+        while let Some(frame) = answer.frame().await {
+            pieces.push(frame.unwrap().into_data().unwrap().len());
+        }
+        assert_eq!(pieces, [16_384, 16_384, 7_232]);
+        assert!(hyper::body::Body::is_end_stream(&answer));
+    }
 }

@@ -3,9 +3,9 @@
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
+use crate::receiving::read_body;
 use crate::request::{self, CompileBody, Limits, MultipartBody};
 use crate::routes::{respond_after_wait, WaitUntil};
-use crate::serve::read_body;
 use crate::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -57,30 +57,39 @@ pub async fn submit(
     }
     let config = &state.config;
     let timeout = Duration::from_secs(config.body_timeout_seconds);
-    let body = read_body(body, config.max_body_bytes, timeout)
+    // The body, what is made of it and its place in the receiving budget go before the wait.
+    let (job, status) = {
+        let (body, _place) = read_body(
+            body,
+            config.max_body_bytes,
+            timeout,
+            &state.receiving,
+            auth.project_id,
+        )
         .await
         .map_err(|e| {
             Problem::unreadable_body(e, config.max_body_bytes, config.body_timeout_seconds)
         })?;
-    let limits = Limits {
-        default_timeout_seconds: config.default_timeout_seconds,
-        max_timeout_seconds: config.max_timeout_seconds,
+        let limits = Limits {
+            default_timeout_seconds: config.default_timeout_seconds,
+            max_timeout_seconds: config.max_timeout_seconds,
+        };
+        let new_job = match multipart {
+            None => {
+                let value = json_value(&body)?;
+                auth.may_name(request::project_id(&value))?;
+                request::parse(&value, &limits)
+            }
+            Some(boundary) => {
+                let (metadata, uploads) = request::read_multipart(body, boundary).await?;
+                auth.may_name(request::project_id(&metadata))?;
+                request::parse_multipart(&metadata, uploads, &limits)
+            }
+        }
+        .map_err(Problem::validation)?;
+        let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
+        insert(&state, &auth, &new_job, key.as_deref()).await?
     };
-    let new_job = match multipart {
-        None => {
-            let value = json_value(&body)?;
-            auth.may_name(request::project_id(&value))?;
-            request::parse(&value, &limits)
-        }
-        Some(boundary) => {
-            let (metadata, uploads) = request::read_multipart(body, boundary).await?;
-            auth.may_name(request::project_id(&metadata))?;
-            request::parse_multipart(&metadata, uploads, &limits)
-        }
-    }
-    .map_err(Problem::validation)?;
-    let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
-    let (job, status) = insert(&state, &auth, &new_job, key.as_deref()).await?;
     let location = format!("/compile/{}", job.id);
     let mut response =
         respond_after_wait(&state, &auth, job, status, &headers, WaitUntil::Terminal).await?;
@@ -104,7 +113,7 @@ async fn insert(
         key,
         request_hash: &hash,
     });
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let admission = db::Admission {
         max_attempts: config.max_attempts,

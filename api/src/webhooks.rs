@@ -6,7 +6,7 @@
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
-use crate::serve::read_body;
+use crate::receiving::read_body;
 use crate::AppState;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
@@ -107,7 +107,7 @@ pub async fn register(
     let project_id = auth.project_in_path(&project_id)?;
     let settings = enabled(&state)?;
     let timeout = Duration::from_secs(state.config.body_timeout_seconds);
-    let body = read_body(body, MAX_BODY_BYTES, timeout)
+    let (body, _place) = read_body(body, MAX_BODY_BYTES, timeout, &state.receiving, project_id)
         .await
         .map_err(|e| {
             Problem::unreadable_body(e, MAX_BODY_BYTES, state.config.body_timeout_seconds)
@@ -116,14 +116,14 @@ pub async fn register(
         .map_err(|e| Problem::invalid_json(format!("the body is not valid JSON: {e}")))?;
     let (url, description) = parse_new_endpoint(&value)?;
     let checked = target::parse(&url).map_err(|message| field("url", message))?;
-    target::resolve(&checked, &settings.allowed)
+    target::resolve(&checked, &settings.allowed, project_id)
         .await
         .map_err(|message| field("url", message))?;
     // What is stored is what was checked: the URL as the parser read it.
     let url = checked.url.to_string();
     let id = Uuid::new_v4();
     let (secret, sealed) = settings.sealer.new_secret(id);
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, project_id).await?;
     let created =
         db::create_endpoint(&*transaction, project_id, id, &url, &description, &sealed).await?;
@@ -209,7 +209,7 @@ pub async fn list(
     Path(project_id): Path<String>,
 ) -> Result<Json<EndpointList>, Problem> {
     let project_id = auth.project_in_path(&project_id)?;
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, project_id).await?;
     let items = db::list_endpoints(&*transaction, project_id).await?;
     Ok(Json(EndpointList { items }))
@@ -231,7 +231,7 @@ pub async fn delete(
 ) -> Result<StatusCode, Problem> {
     let project_id = auth.project_in_path(&project_id)?;
     let id = endpoint_id(&id)?;
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, project_id).await?;
     let deleted = db::delete_endpoint(&*transaction, project_id, id).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
@@ -268,7 +268,7 @@ pub async fn deliveries(
             _ => return Err(field("limit", "must be an integer from 1 to 100")),
         },
     };
-    let mut client = state.pool.get().await.map_err(db::DbError::from)?;
+    let mut client = state.database.client(auth.project_id).await?;
     let transaction = db::begin_project(&mut client, project_id).await?;
     let items = db::list_deliveries(&*transaction, project_id, id, limit)
         .await?

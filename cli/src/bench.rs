@@ -11,11 +11,13 @@
 //! - second compiles of an edited copy ([`second`]);
 //! - throughput at saturation, hello and the article, beside the floor's and the peer's;
 //! - API ingest and the queue alone ([`ingest`]);
-//! - resident memory of the api and scheduler processes, idle and under load ([`rss`]).
+//! - resident memory of the api and scheduler processes, idle and under load ([`rss`]);
+//! - with `--reference-image`, the floor and engine pass beside another image's ([`reference`]).
 
 mod cpu;
 mod floor;
 mod ingest;
+mod reference;
 mod report;
 mod rss;
 mod second;
@@ -60,6 +62,10 @@ pub struct BenchArgs {
     /// Where bench.json and bench.svg are written.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
+    /// Another sandbox image (an earlier build) to measure beside this one: the floor and one
+    /// engine pass of hello and the article in both, alternating.
+    #[arg(long, value_name = "IMAGE")]
+    reference_image: Option<String>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -123,6 +129,16 @@ async fn measure(
     figures: &mut Figures,
 ) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
+    if let Some(reference_image) = &args.reference_image {
+        figures.image_comparison = reference::compare(
+            config,
+            sandbox,
+            reference_image,
+            &[&HELLO, &ARTICLE],
+            args.runs,
+        )
+        .await?;
+    }
     let idle = rss::resident_mib();
     println!("resident memory at idle: {}", rss::describe(&idle));
     println!("\nend to end through the service (POST to Succeeded, PDF stored, compiled from nothing) vs the floor (the same compile in a started sandbox), the peer (a container per compile) and one engine pass:");

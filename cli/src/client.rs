@@ -82,6 +82,9 @@ pub struct Client {
 }
 
 /// What a `Prefer: wait` on a job waits for.
+/// How long the client pauses when the server answered at once instead of waiting.
+const UNWAITED_PAUSE: Duration = Duration::from_secs(1);
+
 #[derive(Clone, Copy)]
 pub enum Until {
     Started,
@@ -167,6 +170,11 @@ impl Client {
                     .header("Prefer", format!("wait={wait}"))
             })
             .await?;
+        // The server did not wait (too many waits at once): ask again a moment later, not at
+        // once.
+        if !response.headers().contains_key("preference-applied") {
+            tokio::time::sleep(UNWAITED_PAUSE).await;
+        }
         Ok(response.json().await?)
     }
 

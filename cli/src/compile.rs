@@ -8,6 +8,7 @@
 use crate::client::{is_terminal, job_id, ApiError, Client, ServerArgs, Until};
 use crate::exit::{Exit, Failure};
 use crate::local_files::write_replacing;
+use crate::package_check;
 use crate::project_files::{self, ProjectFile};
 use crate::report::{self, Format, Locations, OutputArgs};
 use anyhow::Context as _;
@@ -81,6 +82,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
             Ok((file.path.clone(), content))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    package_check::warn_about_missing(&client, &contents).await;
 
     let started = Instant::now();
     let progress = |status: &str, id: &str| {

@@ -9,6 +9,7 @@ mod compile;
 mod exit;
 mod jobs;
 mod local_files;
+mod package_check;
 mod project_files;
 mod report;
 mod soak;

@@ -1,8 +1,8 @@
 //! Configuration, read from defaults, then an optional TOML file, then `TEXFLEET_*` variables.
 //!
 //! One flat struct serves every process: each reads the settings it needs. Flat keys keep the
-//! environment variable names obvious (`TEXFLEET_S3_BUCKET` sets `s3_bucket`). The README lists
-//! every setting with its default; keep the two in step.
+//! environment variable names obvious (`TEXFLEET_S3_BUCKET` sets `s3_bucket`).
+//! docs/CONFIGURATION.md lists every setting with its default; a test keeps the two in step.
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
@@ -38,14 +38,32 @@ pub struct Config {
     pub listen_addr: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
-    /// Connections the API holds open at once; more wait in the kernel's backlog.
+    /// Connections the API holds open at once. When it is full, a newcomer takes the place of
+    /// the connection idle the longest; only while every connection is serving does it wait
+    /// in the kernel's backlog.
     pub max_connections: usize,
-    /// Seconds a client has to send a request's headers, and its body.
+    /// Connections one client address (an IPv6 /64) may hold open; 0: no cap. Trusted
+    /// proxies are exempt.
+    pub max_connections_per_address: usize,
+    /// Seconds a new connection has to send its first request's headers, whatever its
+    /// protocol, and a request its body.
     pub header_timeout_seconds: u64,
     pub body_timeout_seconds: u64,
+    /// Seconds a connection may stay open with no request after its last answer.
+    pub idle_timeout_seconds: u64,
     /// Requests per second each token may make (0: no limit), and the burst above that rate.
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
+    /// Requests per second each client address (an IPv6 /64) may make, counted before any
+    /// token is looked up (0: no limit), and the burst above that rate.
+    pub address_rate_limit_per_second: u32,
+    pub address_rate_limit_burst: u32,
+    /// Comma-separated CIDR ranges of the reverse proxies in front of the API, and the header
+    /// in which they name the client (`X-Forwarded-For`, say): both or neither. A trusted
+    /// proxy's connections are not capped per address, and its requests count against the
+    /// client it names.
+    pub trusted_proxies: String,
+    pub client_address_header: String,
 
     pub s3_endpoint: String,
     pub s3_region: String,
@@ -66,6 +84,8 @@ pub struct Config {
     pub sandbox_image: String,
     /// Optional OCI runtime for sandbox containers, for example `runsc`; empty means Docker's default.
     pub sandbox_runtime: String,
+    /// Memory of one compile, its tmpfs folders included. LuaLaTeX holds each CJK font it
+    /// loads as Lua tables: a Japanese or Korean document takes 1.7 GB.
     pub sandbox_memory_mb: i64,
     pub sandbox_pids_limit: i64,
     /// CPU limit in cores (fractions allowed).
@@ -154,10 +174,16 @@ impl Default for Config {
             listen_addr: "127.0.0.1:8080".into(),
             max_body_bytes: 20 * 1024 * 1024,
             max_connections: 1024,
+            max_connections_per_address: 128,
             header_timeout_seconds: 10,
             body_timeout_seconds: 60,
+            idle_timeout_seconds: 30,
             rate_limit_per_second: 50,
             rate_limit_burst: 100,
+            address_rate_limit_per_second: 200,
+            address_rate_limit_burst: 400,
+            trusted_proxies: String::new(),
+            client_address_header: String::new(),
             s3_endpoint: "http://127.0.0.1:3900".into(),
             s3_region: "garage".into(),
             s3_bucket: "texfleet".into(),
@@ -169,7 +195,7 @@ impl Default for Config {
             docker_tls_key: String::new(),
             sandbox_image: String::new(),
             sandbox_runtime: String::new(),
-            sandbox_memory_mb: 1024,
+            sandbox_memory_mb: 2048,
             sandbox_pids_limit: 128,
             sandbox_cpus: 1.0,
             sandbox_tmpfs_mb: 256,
@@ -292,6 +318,27 @@ mod tests {
             loaded += 1;
         }
         assert_eq!(loaded, 3);
+    }
+
+    /// Every setting has a row in docs/CONFIGURATION.md, and every row is a setting.
+    #[test]
+    fn the_settings_document_names_every_setting() {
+        let page = include_str!("../../docs/CONFIGURATION.md");
+        let documented: std::collections::BTreeSet<&str> = page
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .flat_map(|row| row.split(" |").next())
+            .flat_map(|names| names.split(", "))
+            .map(|name| name.trim_matches('`'))
+            .collect();
+        let defaults = serde_json::to_value(Config::default()).unwrap();
+        let settings: std::collections::BTreeSet<&str> = defaults
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(documented, settings);
     }
 
     #[test]

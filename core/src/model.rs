@@ -247,18 +247,19 @@ pub fn short_job_id(id: Uuid) -> String {
     id.split('-').next().unwrap_or(&id).to_string()
 }
 
-/// Where the scheduler keeps what compiles of one document (its main path, with one engine)
-/// hand on to the next: `projects/<project>/documents/<hash>/`. Only that project's jobs read
-/// below it.
-pub fn document_state_prefix(project_id: Uuid, engine: Engine, main: &str) -> String {
+/// Where the scheduler keeps what compiles of one document (its main path) hand on to the
+/// next: `projects/<project>/documents/<hash of the main path>/`, a folder per engine below.
+/// Only that project's jobs read below it.
+pub fn document_prefix(project_id: Uuid, main: &str) -> String {
     use sha2::{Digest, Sha256};
-    let document = Sha256::new()
-        .chain_update(engine.as_str())
-        .chain_update([0])
-        .chain_update(main)
-        .finalize();
+    let document = Sha256::digest(main);
     let hex: String = document[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!("{}{hex}/", project_documents_prefix(project_id))
+}
+
+/// The folder of one engine's compiles of a document, below [`document_prefix`].
+pub fn document_state_prefix(project_id: Uuid, engine: Engine, main: &str) -> String {
+    format!("{}{}/", document_prefix(project_id, main), engine.as_str())
 }
 
 /// Where the compile states of all of a project's documents live.

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Builds the base of the sandbox image (Debian trixie + TeX Live) offline; prints its tag.
+# Builds the base of a sandbox image, Debian and its TeX Live, offline; prints its tag.
+#
+#   build.sh [YEAR]    the TeX Live of texlive-YEAR.txt (default 2024)
 #
 # mmdebstrap makes a minimal root filesystem from the Debian mirror this machine is configured
 # with (no registry is needed), customize.sh hardens TeX and adds the sandbox user, and
-# `docker import` turns the tarball into an image. The tag is a hash of every file in this
-# folder, so the few minutes of this build are spent only when one of them changes. Manual
-# pages are left out, but Java's postinst links its own through update-alternatives, which
-# needs their folder.
+# `docker import` turns the tarball into an image. The tag is a hash of the year's package
+# list and of every other file of this folder, so the minutes of this build are spent only
+# when one of them changes. Manual pages are left out, but Java's postinst links its own
+# through update-alternatives, which needs their folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 
-hash=$(cat ./* | sha256sum | cut -c1-16)
-tag="texfleet-sandbox-base:$hash"
+year=${1:-2024}
+list="texlive-$year.txt"
+[ -f "$list" ] || { echo "build.sh: no $list: TeX Live $year is not one this image is built for" >&2; exit 1; }
+suite=$(sed -n 's/^# debian: *//p' "$list")
+[ -n "$suite" ] || { echo "build.sh: $list names no Debian release (# debian: ...)" >&2; exit 1; }
+hash=$( { cat "$list"; find . -maxdepth 1 -type f ! -name 'texlive-*.txt' | sort | xargs cat; } |
+  sha256sum | cut -c1-16)
+tag="texfleet-sandbox-base:$year-$hash"
 if docker image inspect "$tag" >/dev/null 2>&1; then
   echo "$tag"
   exit 0
@@ -26,10 +34,12 @@ detect_mirror() {
 }
 mirror=${TEXFLEET_DEBIAN_MIRROR:-$(detect_mirror)}
 [ -n "$mirror" ] || { echo "build.sh: no Debian mirror found; set TEXFLEET_DEBIAN_MIRROR" >&2; exit 1; }
-packages=$(grep -v -e '^#' -e '^$' packages.txt | paste -sd, -)
+packages=$(grep -v -e '^#' -e '^$' "$list" | paste -sd, -)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# mmdebstrap clamps every modification time to this; customize.sh gives it to the font folders.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
 echo "build.sh: building $tag from $mirror (takes a few minutes)" >&2
 mmdebstrap --variant=minbase --include="$packages" \
   --aptopt='APT::Install-Recommends "false"' \
@@ -37,13 +47,27 @@ mmdebstrap --variant=minbase --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
-  --customize-hook="copy-in texmf-hardening.cnf luatex-sandbox.lua /tmp" \
-  --customize-hook="$here/customize.sh \"\$1\"" \
-  trixie "$work/rootfs.tar" "$mirror" >&2
+  --customize-hook="copy-in texmf-hardening.cnf luatex-sandbox.lua texlive-fonts.conf /tmp" \
+  --customize-hook="$here/customize.sh \"\$1\" $year" \
+  "$suite" "$work/rootfs.tar" "$mirror" >&2
 
 docker import \
+  --change "LABEL org.texfleet.texlive=$year" \
   --change 'USER 65101:65101' \
   --change 'WORKDIR /work' \
   --change 'ENV HOME=/work PATH=/usr/local/bin:/usr/bin LANG=C.UTF-8' \
   "$work/rootfs.tar" "$tag" >&2
+
+# fontconfig must find its caches valid in the image as it is, or every XeLaTeX compile scans
+# TeX Live's thousands of fonts again (seconds) and writes a cache of its own: a program that
+# reads them must change nothing.
+probe=$(docker create --network none --user 0 --entrypoint /usr/bin/fc-list "$tag")
+docker start --attach "$probe" >/dev/null
+rewritten=$(docker diff "$probe" | grep -c '^C /var/cache/fontconfig/.' || true)
+docker rm "$probe" >/dev/null
+if [ "$rewritten" != 0 ]; then
+  docker rmi "$tag" >/dev/null
+  echo "build.sh: fontconfig finds $rewritten of its caches stale in $tag" >&2
+  exit 1
+fi
 echo "$tag"

@@ -2,6 +2,7 @@
 # mmdebstrap customize hook: runs on the host with the new root filesystem as $1.
 set -euo pipefail
 root=$1
+year=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
 # Our hardening goes first in the first texmf.cnf kpathsea reads, where the first value wins.
@@ -16,7 +17,8 @@ expect() {
   [ "$value" = "$wanted" ] || { echo "customize.sh: $setting is '$value' for $program, not '$wanted'" >&2; exit 1; }
 }
 for program in pdflatex pdftex xelatex xetex lualatex luatex luahbtex bibtex makeindex kpsewhich; do
-  expect "$program" shell_escape f
+  expect "$program" shell_escape p
+  expect "$program" shell_escape_commands latexminted,kpsewhich,l3sys-query
   expect "$program" openout_any p
   expect "$program" MKTEXPK 0
   expect "$program" MKTEXTFM 0
@@ -57,30 +59,19 @@ done
 
 # biber passes values of the control file, which the document writes, to Perl's eval (sourcemap
 # replacements through s///ee, sort keys, package names): the patch removes every such eval.
-# It is made against Debian's biber 2.20; another version fails here, to be patched anew.
-patch -d "$root" -p1 --batch --forward --no-backup-if-mismatch < "$here/biber-no-eval.patch" >/dev/null
+# Each patch is made against one biber version (biber-<version>-no-eval.patch): a version
+# without its own reviewed patch fails here.
+biber_version=$(chroot "$root" dpkg-query -W -f='${Version}' biber | sed 's/-[^-]*$//')
+biber_patch="$here/biber-$biber_version-no-eval.patch"
+[ -f "$biber_patch" ] || { echo "customize.sh: no reviewed patch for biber $biber_version" >&2; exit 1; }
+patch -d "$root" -p1 --batch --forward --no-backup-if-mismatch < "$biber_patch" >/dev/null
 for file in usr/share/perl5/Biber.pm usr/share/perl5/Biber/Utils.pm usr/bin/biber; do
   grep -q texfleet "$root/$file" || { echo "customize.sh: $file is not patched" >&2; exit 1; }
 done
 ! grep -n 'eegxms\|eval \$a' "$root/usr/share/perl5/Biber/Utils.pm" "$root/usr/share/perl5/Biber.pm" ||
   { echo "customize.sh: biber still evaluates document values" >&2; exit 1; }
 
-# Three icon font packages out of texlive-fonts-extra, which is 1.7 GB whole: the package is
-# fetched through the chroot's apt (so its signature is checked), only their folders are kept,
-# and their font maps are registered the way Debian's own triggers do it.
-chroot "$root" env -C /tmp apt-get download -q=2 texlive-fonts-extra
-fonts_extra=$(echo "$root"/tmp/texlive-fonts-extra_*.deb)
-dpkg-deb --fsys-tarfile "$fonts_extra" | tar -x -C "$root" --wildcards \
-  './usr/share/texlive/texmf-dist/*/fontawesome/*' \
-  './usr/share/texlive/texmf-dist/*/fontawesome5/*' \
-  './usr/share/texlive/texmf-dist/*/academicons/*'
-rm "$fonts_extra"
-printf 'Map fontawesome.map\nMap fontawesome5.map\n' \
-  > "$root/var/lib/tex-common/fontmap-cfg/texlive/texfleet-icon-fonts.cfg"
-chroot "$root" mktexlsr /usr/share/texlive/texmf-dist >/dev/null
-chroot "$root" update-updmap --quiet
-chroot "$root" updmap-sys --nohash >/dev/null
-chroot "$root" mktexlsr /var/lib/texmf >/dev/null
+# The icon fonts that templates use most, with their maps registered by Debian's triggers.
 for file in fontawesome.sty fontawesome5.sty academicons.sty fontawesome5.map; do
   chroot "$root" kpsewhich "$file" >/dev/null || { echo "customize.sh: $file is not found" >&2; exit 1; }
 done
@@ -101,6 +92,23 @@ for file in usr/lib/jvm/default-java/bin/java usr/lib/jvm/default-java/lib/jspaw
   chroot "$root" test -e "/$file" || { echo "customize.sh: /$file is missing" >&2; exit 1; }
 done
 
+# TeX Live's fonts for XeTeX, which finds fonts by name through fontconfig.
+mv "$root/tmp/texlive-fonts.conf" "$root/etc/fonts/conf.d/09-texlive-fonts.conf"
+chmod 0644 "$root/etc/fonts/conf.d/09-texlive-fonts.conf"
+# fontconfig trusts a folder's cache only while the folder's modification time is the one it
+# recorded, to the nanosecond, and mmdebstrap clamps every time in the tarball to
+# SOURCE_DATE_EPOCH (build.sh sets it): the font folders get that time before the cache is made.
+epoch=${SOURCE_DATE_EPOCH:?build.sh sets SOURCE_DATE_EPOCH}
+for fonts in usr/share/fonts usr/local/share/fonts usr/share/texlive/texmf-dist/fonts/opentype \
+  usr/share/texlive/texmf-dist/fonts/truetype usr/share/texmf/fonts/opentype; do
+  if [ -d "$root/$fonts" ]; then
+    find "$root/$fonts" -type d -exec touch -m -d "@$epoch" {} +
+  fi
+done
+chroot "$root" fc-cache --system-only --force >/dev/null
+chroot "$root" fc-match -f '%{family}\n' 'Fira Sans' | grep -q '^Fira Sans' ||
+  { echo "customize.sh: fontconfig does not find TeX Live's Fira Sans" >&2; exit 1; }
+
 # The luaotfload font name database and the caches of the most used fonts, built once here
 # instead of in every lualatex job. Only the text (.lua) caches are kept: the Lua sandbox
 # loads no bytecode it did not make itself.
@@ -115,9 +123,42 @@ Latin Modern \textbf{bold} \textit{italic} \texttt{mono} \textsf{sans}
 \fontspec{TeX Gyre Termes}Termes \fontspec{TeX Gyre Pagella}Pagella \fontspec{TeX Gyre Heros}Heros
 \end{document}
 TEX
-chroot "$root" env TEXMFVAR=/var/lib/texmf HOME=/tmp/fontcache \
-  lualatex -interaction=nonstopmode -output-directory=/tmp/fontcache /tmp/fontcache/fonts.tex >/dev/null ||
-  { grep -A3 '^!' "$root/tmp/fontcache/fonts.log" >&2; exit 1; }
+# Japanese (luatexja's HaranoAji) and Korean (luatexko's) too: a job that made those caches
+# itself would take 15 s and most of its memory.
+cat > "$root/tmp/fontcache/japanese.tex" <<'TEX'
+\documentclass{ltjsarticle}
+\usepackage{luatexja-fontspec}
+\begin{document}
+日本語\textbf{太字}\textsf{ゴシック}\texttt{等幅}
+\end{document}
+TEX
+cat > "$root/tmp/fontcache/korean.tex" <<'TEX'
+\documentclass{article}
+\usepackage{luatexko}
+\begin{document}
+한국어 \textbf{굵게} \textsf{돋움} \texttt{고정폭}
+\end{document}
+TEX
+# The CJK faces documents name most (a CJK font's cache takes more than a job's memory to make).
+{
+  echo '\documentclass{article}\usepackage{fontspec}\begin{document}'
+  for family in "Noto Serif CJK" "Noto Sans CJK"; do
+    for language in JP KR SC TC; do
+      for weight in Regular Bold; do echo "\\fontspec{$family $language $weight}字한"; done
+    done
+  done
+  for face in "Noto Serif CJK KR Light" "Noto Sans CJK KR DemiLight" "Noto Sans CJK KR Medium" \
+    HaranoAjiMincho-Regular HaranoAjiMincho-Bold HaranoAjiGothic-Regular HaranoAjiGothic-Medium \
+    HaranoAjiGothic-Bold; do
+    echo "\\fontspec{$face}字"
+  done
+  echo '\end{document}'
+} > "$root/tmp/fontcache/cjk.tex"
+for document in fonts japanese korean cjk; do
+  chroot "$root" env TEXMFVAR=/var/lib/texmf HOME=/tmp/fontcache \
+    lualatex -interaction=nonstopmode -output-directory=/tmp/fontcache "/tmp/fontcache/$document.tex" >/dev/null ||
+    { grep -A3 '^!' "$root/tmp/fontcache/$document.log" >&2; exit 1; }
+done
 rm -rf "$root/tmp/fontcache"
 find "$root/var/lib/texmf/luatex-cache" -name '*.luc' -delete
 find "$root/var/lib/texmf/luatex-cache" -name '*.luc.gz' -delete
@@ -144,6 +185,26 @@ for tree in "$root/usr/share/texlive" "$root/usr/share/texmf" "$root/usr/share/t
 done
 ! find "$root/usr" \( -name 'mktex*' -o -name 'fmtutil*' -o -name 'rungs*' \) \( -type f -o -type l \) | grep . ||
   { echo "customize.sh: an on-demand maker is still there" >&2; exit 1; }
+
+# What LaTeX packages and classes the image has, for the API (GET /info/packages/{name}).
+python3 "$here/package-index.py" "$root" "$root/usr/share/texfleet/packages.json"
+
+# Only the programs of executables.txt are executable by the compile's and the supervisor's
+# uids ("others" of every file, which root owns); every other file loses that bit.
+# Each program by its file, and every hard link to it (/usr/bin/perl is /usr/bin/perl5.*).
+keep=$(grep -v -e '^#' -e '^$' "$here/executables.txt" | while read -r path; do
+  real=$(chroot "$root" readlink -e "$path") || { echo "customize.sh: $path is missing" >&2; exit 1; }
+  find "$root" -xdev -samefile "$root$real" | sed "s#^$root##"
+done | sort -u)
+find "$root" -xdev -type f -perm -o+x | sed "s#^$root##" | sort >"$root/tmp/executable"
+comm -23 "$root/tmp/executable" <(echo "$keep") | sed "s#^#$root#" | xargs -r -d '\n' chmod o-x,g-x
+find "$root" -xdev -type f -perm /o+x,g+x | sed "s#^$root##" | sort >"$root/tmp/executable"
+[ "$(cat "$root/tmp/executable")" = "$keep" ] || {
+  echo "customize.sh: the image's executables are not those of executables.txt:" >&2
+  diff <(echo "$keep") "$root/tmp/executable" >&2
+  exit 1
+}
+rm "$root/tmp/executable"
 
 # No shell in the image: nothing of a compile may reach one, by slip or by design. Last step,
 # since the steps above (dpkg's among them) need one.

@@ -15,8 +15,11 @@
 --    caches and the work directory. Landlock enforces the same for every program of the
 --    compile; this is the same rule one layer up, and the only one where Landlock is absent.
 --
--- Lua's os.execute, io.popen and their kin are already refused by `shell_escape = f`; they are
--- removed here as well. os.exit always exits with a failure (see remove_native_code).
+-- Lua's os.execute and io.popen go through kpathsea's restricted shell escape, as \write18
+-- does: kpathsea allows only the commands of shell_escape_commands, and the image's /bin/sh
+-- (not a shell) only their usual arguments. os.exec and os.spawn are removed: they check the
+-- program's name only, and start it without the shell. os.exit always exits with a failure
+-- (see remove_native_code).
 
 local allowed = {
   "/usr/share/texlive/", "/usr/share/texmf/", "/usr/share/fonts/", "/usr/share/texfleet/",
@@ -28,7 +31,7 @@ local type, select, error, tostring, concat = type, select, error, tostring, tab
 local original = {
   load = load, loadstring = loadstring, dump = string.dump, loadfile = loadfile, open = io.open, lines = io.lines, input = io.input,
   output = io.output, remove = os.remove, rename = os.rename, currentdir = lfs.currentdir, exit = os.exit,
-  traceback = debug.traceback, getinfo = debug.getinfo,
+  traceback = debug.traceback, getinfo = debug.getinfo, kpsepopen = os.kpsepopen,
 }
 
 -- The absolute, normalised form of `path`, or nil when it has a `..` component.
@@ -204,6 +207,36 @@ local function text_loadfile(path, mode, ...)
   return original.loadfile(path, "t")
 end
 
+-- kpathsea answers whether a file exists for an absolute name, or one whose $VARIABLES expand to
+-- one ($SELFAUTOPARENT is /): outside the trees Lua may read, that is an oracle of the image's
+-- files. Such names are not found; every other lookup is as kpathsea makes it.
+local function kpse_name_permitted(name)
+  if type(name) ~= "string" then return true end
+  if name:find("$", 1, true) then return false end
+  return name:sub(1, 1) ~= "/" or permitted(name)
+end
+local function guard_kpse_lookup(f)
+  return function(name, ...)
+    if not kpse_name_permitted(name) then return nil end
+    return f(name, ...)
+  end
+end
+kpse.find_file = guard_kpse_lookup(kpse.find_file)
+if kpse.lookup then kpse.lookup = guard_kpse_lookup(kpse.lookup) end
+local kpse_new = kpse.new
+kpse.new = function(...)
+  local instance = kpse_new(...)
+  return setmetatable({}, { __index = function(_, key)
+    local method = instance[key]
+    if type(method) ~= "function" then return method end
+    if key == "find_file" or key == "lookup" then
+      local guarded = guard_kpse_lookup(function(name, ...) return method(instance, name, ...) end)
+      return function(_, name, ...) return guarded(name, ...) end
+    end
+    return function(_, ...) return method(instance, ...) end
+  end })
+end
+
 load = text_load
 -- LuaTeX's loadstring is its own (the 5.1 call, which packages still use): kept, for text and
 -- for bytecode this run dumped.
@@ -240,9 +273,10 @@ local function remove_native_code()
   package.searchers = { package.searchers[1], lua_searcher }
   package.loadlib = nil
   package.cpath = ""
-  -- os.kpsepopen stays: luaotfload cannot find its font database without it, and it runs
-  -- nothing while shell_escape is f (kpathsea refuses every command).
-  os.execute, os.exec, os.spawn, io.popen = nil, nil, nil, nil
+  -- os.execute and os.kpsepopen stay (LuaTeX makes io.popen the latter when shell escape is
+  -- restricted): both go through kpathsea's check and the image's /bin/sh.
+  os.exec, os.spawn = nil, nil
+  io.popen = original.kpsepopen
   -- kpathsea makes no file on demand (texmf-hardening.cnf); Lua may not turn that back on.
   if kpse.set_maketex then kpse.set_maketex = function() end end
   -- A document may end the run, not choose how it ended: the verdict under halt_on_error

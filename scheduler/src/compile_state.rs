@@ -14,6 +14,8 @@ use crate::format_key::{sha256_hex, why_not_keyable, FormatKey};
 use crate::metrics;
 use crate::Context;
 use serde::{Deserialize, Serialize};
+use strum::VariantArray;
+use texfleet_core::db;
 use texfleet_core::model::{document_state_prefix, ClaimedJob, Engine};
 use texfleet_core::storage::StorageError;
 use texfleet_sandbox::{CompileState, DriverState, Dump, Preamble};
@@ -75,18 +77,19 @@ pub struct Prepared {
 
 /// Reads what the document's last compile left and decides what this compile gets. A missing
 /// or unreadable state is a cold start, never an error of the job. A compile from nothing
-/// (`"cache": false`) first deletes what the document's earlier compiles left: the way to be
-/// rid of a state that anyone who can compile in the project may have planted.
+/// (`"cache": false`) first deletes what the document's earlier compiles left, in every
+/// engine, and records when: the way to be rid of a state that anyone who can compile in the
+/// project may have planted, and of every result made from it (`db::record_state_cleared`).
 pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
     let config = &context.config;
     if !config.preamble_cache && !config.incremental_compiles {
         return Prepared::default();
     }
-    let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     if !job.use_cache {
-        delete_state(context, &prefix).await;
+        clear_document(context, job).await;
         return Prepared::default();
     }
+    let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
     let image_id = context.sandbox.image_id();
     let bytes = read_state(context, &prefix).await.unwrap_or_else(|error| {
         tracing::warn!(%error, "could not read the document's compile state");
@@ -136,13 +139,33 @@ pub async fn forget_after_failure(context: &Context, job: &ClaimedJob, prepared:
     }
 }
 
-/// Deletes the document's [`STATE_OBJECT`] and [`FORMAT_OBJECT`] at once.
-async fn delete_state(context: &Context, prefix: &str) {
+/// Deletes what every engine's compiles of the job's document left, then records it; a
+/// deletion that fails is not recorded, so no result of the document is reused meanwhile.
+async fn clear_document(context: &Context, job: &ClaimedJob) {
+    let deletions = Engine::VARIANTS.iter().map(|engine| {
+        let prefix = document_state_prefix(job.project_id, *engine, &job.main);
+        async move { delete_state(context, &prefix).await }
+    });
+    let deleted = futures::future::join_all(deletions).await;
+    if deleted.iter().all(|deleted| *deleted) {
+        if let Err(error) = db::record_state_cleared(&context.db, job.id, &context.owner).await {
+            tracing::warn!(%error, "could not record that the document's state was cleared");
+        }
+    }
+}
+
+/// Deletes the document's [`STATE_OBJECT`] and [`FORMAT_OBJECT`] at once; false when either
+/// deletion failed.
+async fn delete_state(context: &Context, prefix: &str) -> bool {
     let [state, format] = [STATE_OBJECT, FORMAT_OBJECT].map(|object| format!("{prefix}{object}"));
     let storage = &context.storage;
     let deleted = futures::join!(storage.delete(&state), storage.delete(&format));
-    if let Err(error) = deleted.0.and(deleted.1) {
-        tracing::warn!(%error, "could not delete the document's compile state");
+    match deleted.0.and(deleted.1) {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "could not delete the document's compile state");
+            false
+        }
     }
 }
 

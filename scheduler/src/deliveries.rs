@@ -27,8 +27,11 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 const LEASE: Duration = Duration::from_secs(30);
 /// The most of an answer that is read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
-/// Attempts in flight at once in this process.
-const SENDERS: usize = 32;
+/// Attempts in flight at once in this process: sending is waiting on the network, so many.
+const SENDERS: usize = 64;
+/// Of those, the senders only a project with no attempt in flight may take, so that projects
+/// whose endpoints never answer, however many, cannot hold every sender for a whole attempt.
+const IDLE_PROJECT_SENDERS: usize = 8;
 /// The longest back-off between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How often the worker looks for retries that came due, when nothing wakes it.
@@ -67,20 +70,11 @@ impl Deliverer {
         let mut gauge_updated = Instant::now() - POLL * 5;
         loop {
             let free = senders.available_permits();
-            let claimed = if free == 0 {
-                Vec::new()
-            } else {
-                let per_project = self.per_endpoint * 2;
-                match db::claim_deliveries(&self.db, free, self.per_endpoint, per_project, LEASE)
-                    .await
-                {
-                    Ok(claimed) => claimed,
-                    Err(error) => {
-                        tracing::warn!(%error, "claiming webhook deliveries failed");
-                        Vec::new()
-                    }
-                }
-            };
+            // Any project may take the senders beyond the reserved ones; the reserved go to
+            // projects with nothing in flight (a per-project cap of one).
+            let for_anyone = free.saturating_sub(IDLE_PROJECT_SENDERS);
+            let mut claimed = self.claim(for_anyone, self.per_endpoint * 2).await;
+            claimed.extend(self.claim(free - for_anyone, 1).await);
             let full = !claimed.is_empty() && claimed.len() == free;
             for delivery in claimed {
                 let permit = senders.clone().acquire_owned().await.expect("never closed");
@@ -107,6 +101,19 @@ impl Deliverer {
         }
     }
 
+    /// Claims up to `limit` due attempts, at most `per_project` of a project in flight.
+    async fn claim(&self, limit: usize, per_project: usize) -> Vec<DueDelivery> {
+        if limit == 0 {
+            return Vec::new();
+        }
+        db::claim_deliveries(&self.db, limit, self.per_endpoint, per_project, LEASE)
+            .await
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "claiming webhook deliveries failed");
+                Vec::new()
+            })
+    }
+
     /// Sends one attempt and records it.
     async fn attempt(&self, delivery: DueDelivery) {
         let outcome = self.send(&delivery).await;
@@ -118,6 +125,7 @@ impl Deliverer {
             &outcome,
             retry_in,
             self.retry_for,
+            self.retry_base,
         )
         .await
         {
@@ -179,7 +187,7 @@ impl Deliverer {
             .open(delivery.endpoint_id, &delivery.sealed_secret)
             .ok_or("the endpoint's secret does not open with this server's webhook_secret_key")?;
         let target = target::parse(&delivery.url)?;
-        let address = target::resolve(&target, &self.allowed)
+        let address = target::resolve(&target, &self.allowed, delivery.job.project_id)
             .await
             .map_err(|refusal| format!("refused: {refusal}"))?;
         let finished = delivery.job.finished_at.unwrap_or(delivery.job.created_at);

@@ -31,6 +31,8 @@ pub const JOB_LABEL: &str = "org.texfleet.job";
 pub const SCHEDULER_LABEL: &str = "org.texfleet.scheduler";
 /// The deployment (database) a container belongs to; sweeps never look past their own.
 pub const DEPLOYMENT_LABEL: &str = "org.texfleet.deployment";
+/// The TeX Live year of a sandbox image (sandbox-image/base/build.sh sets it).
+const TEXLIVE_LABEL: &str = "org.texfleet.texlive";
 
 const SUPERVISOR: &str = "texfleet-supervisor";
 /// What we keep of the supervisor's stderr, for our own logs.
@@ -77,6 +79,8 @@ pub struct Sandbox {
     pub(crate) docker: bollard::Docker,
     /// The image's content id (`sha256:...`), which names exactly what compiles.
     image_id: String,
+    /// Its TeX Live year, from its `org.texfleet.texlive` label.
+    texlive: String,
     host_config: HostConfig,
     scheduler_id: String,
     pub(crate) deployment: String,
@@ -104,6 +108,18 @@ impl Sandbox {
             .inspect_image(&config.sandbox_image)
             .await
             .map_err(|e| anyhow::anyhow!("sandbox image {}: {e}", config.sandbox_image))?;
+        let texlive = image
+            .config
+            .as_ref()
+            .and_then(|config| config.labels.as_ref())
+            .and_then(|labels| labels.get(TEXLIVE_LABEL))
+            .cloned()
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "sandbox image {} has no {TEXLIVE_LABEL} label: build it with sandbox-image/build.sh",
+                    config.sandbox_image
+                )
+            })?;
         let image_id = image
             .id
             .filter(|id| !id.is_empty())
@@ -111,6 +127,7 @@ impl Sandbox {
         Ok(Sandbox {
             docker,
             image_id,
+            texlive,
             host_config: host_config(config),
             scheduler_id: scheduler_id.to_string(),
             deployment: deployment.to_string(),
@@ -120,6 +137,10 @@ impl Sandbox {
 
     pub fn image_id(&self) -> &str {
         &self.image_id
+    }
+
+    pub fn texlive(&self) -> &str {
+        &self.texlive
     }
 
     /// Runs one job: in `warm` (a pool container) when given, else in a container created now;
@@ -224,7 +245,7 @@ impl Sandbox {
     }
 
     /// Creates (does not start) a sandbox container with our labels and isolation.
-    async fn create(
+    pub(crate) async fn create(
         &self,
         name: &str,
         job_label: &str,

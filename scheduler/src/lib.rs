@@ -1,7 +1,8 @@
 //! The scheduler daemon: claims queued jobs and compiles each in its own sandbox container.
 //!
 //! - [`docker`]: a sandbox container's life (create, attach, kill, remove); [`isolation`]: how
-//!   every container is confined; [`inventory`]: listing them. Every Docker call is in these;
+//!   every container is confined; [`inventory`]: listing them; [`image_catalogue`]: what the
+//!   image holds, registered for the API. Every Docker call is in these;
 //! - [`warm_pool`]: containers started ahead of demand;
 //! - [`compile`]: one job from claim to uploaded outputs, with its lease heartbeat;
 //!   [`job_spec`]: what the sandbox reads on stdin; [`floor`]: the benchmark's floor;
@@ -27,6 +28,7 @@ mod engine_connect;
 mod engine_health;
 mod floor;
 mod format_key;
+mod image_catalogue;
 mod inventory;
 mod isolation;
 mod job_spec;
@@ -131,6 +133,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     ));
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
     db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
+    // What the image holds is the API's to tell; a scheduler compiles without it.
+    if let Err(error) = image_catalogue::register(&context).await {
+        tracing::warn!(error = %format!("{error:#}"), "could not register the sandbox image's packages");
+    }
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let engine = context.engine.clone();
     let engine_watch = tokio::spawn(engine_health::watch(context.clone(), running.clone()));

@@ -41,11 +41,12 @@ impl TestApp {
     }
 
     async fn start(with_scheduler: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
-        // The servers' logs, shown by the test runner for failing tests (RUST_LOG to filter).
+        // The servers' warnings, shown by the test runner for failing tests (RUST_LOG=info for
+        // every request): a long test's info lines would bury its panic message.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
+                    .unwrap_or_else(|_| "warn".into()),
             )
             .with_test_writer()
             .try_init();
@@ -62,6 +63,7 @@ impl TestApp {
         config.shutdown_grace_seconds = 0;
         // Tests submit hundreds of jobs at once; the rate-limit test sets its own limit.
         config.rate_limit_per_second = 0;
+        config.address_rate_limit_per_second = 0;
         // Tests of the compile machinery submit the same document many times and need each
         // compiled; the result cache's tests switch it on.
         config.result_cache = false;
@@ -283,6 +285,26 @@ impl TestApp {
     pub async fn log(&self, id: &str) -> String {
         let response = self.get(&format!("/compile/{id}/log")).await;
         response.text().await.unwrap()
+    }
+
+    /// Another project's job once it has ended, waited for with `Prefer: wait` (no polling).
+    pub async fn wait_terminal_as(&self, token: &str, id: &str) -> Value {
+        loop {
+            let url = format!("{}/compile/{id}", self.url);
+            let request = self.http.get(url).bearer_auth(token);
+            let job: Value = request
+                .header("Prefer", "wait=60")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if !matches!(job["status"].as_str(), Some("Queued" | "Running")) {
+                return job;
+            }
+            self.assert_scheduler_runs();
+        }
     }
 
     /// The job as soon as it has started (or ended), through `?until=started`: no polling.

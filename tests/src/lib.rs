@@ -9,6 +9,7 @@
 //! - [`dropping_proxy`]: a request done whose answer never arrives;
 //! - [`engine`]: the second Docker engine of the fleet tests;
 //! - [`pdf`]: the text and streams of PDFs;
+//! - [`project`]: projects on disk, as requests send them;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit.
 
@@ -18,6 +19,7 @@ mod dropping_proxy;
 mod engine;
 mod pdf;
 mod processes;
+mod project;
 mod slow_proxy;
 mod wait;
 
@@ -27,5 +29,6 @@ pub use dropping_proxy::*;
 pub use engine::*;
 pub use pdf::*;
 pub use processes::*;
+pub use project::*;
 pub use slow_proxy::*;
 pub use wait::*;

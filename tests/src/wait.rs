@@ -1,4 +1,5 @@
-//! Waiting for a condition by polling it, with a limit: events, not sleeps.
+//! Waiting for a condition by polling it, with a limit (events, not sleeps), and for a server
+//! to close a connection.
 
 use std::time::{Duration, Instant};
 
@@ -28,5 +29,20 @@ where
         }
         assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether the server closes `stream` within `limit` (reading and dropping what it sends).
+pub async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buffer = [0u8; 4096];
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
     }
 }

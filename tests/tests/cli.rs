@@ -472,3 +472,38 @@ fn read_until(child: &mut Child, wanted: &str) -> (String, std::sync::mpsc::Rece
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compile_warns_before_it_sends_a_document_that_loads_a_package_the_server_lacks() {
+    let app = TestApp::spawn().await;
+    // Once the scheduler has registered its image's packages, the server can answer.
+    texfleet_e2e::eventually(
+        std::time::Duration::from_secs(60),
+        "packages registered",
+        || async { app.get("/info/packages/article").await.status() == 200 },
+    )
+    .await;
+    let folder = Folder::new();
+    folder.write(
+        "main.tex",
+        "\\documentclass{article}\n\\usepackage{amsmath,nosuchpackage-texfleet}\n\
+         \\usepackage{mine}\n\\begin{document}x\\end{document}\n",
+    );
+    folder.write("mine.sty", "\\ProvidesPackage{mine}");
+    let output = texfleet(
+        &app,
+        &folder.0,
+        &["compile", "main.tex", "--files", ".", "--allow-errors"],
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(
+            "warning: main.tex:2: the server's TeX Live 2024 has no package or class nosuchpackage-texfleet"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("amsmath") && !stderr.contains("package or class mine"),
+        "{stderr}"
+    );
+}

@@ -16,7 +16,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use texfleet_e2e::{pdf_objects_of_subtype, pdf_pages_rendered, pdf_text, TestApp};
+use texfleet_e2e::{
+    files_field, files_of, pdf_objects_of_subtype, pdf_pages_rendered, pdf_text, TestApp,
+};
 
 /// Corpus projects whose later compile must load the preamble format.
 const KEEP_THEIR_PREAMBLE: [&str; 8] = [
@@ -41,30 +43,12 @@ fn corpus() -> Vec<PathBuf> {
     entries
 }
 
-/// Every file below `dir`, at its path relative to `dir`.
-fn files_below(dir: &Path, base: &Path, files: &mut Vec<(String, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_below(&path, base, files);
-        } else {
-            let relative = path
-                .strip_prefix(base)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            files.push((relative, std::fs::read(&path).unwrap()));
-        }
-    }
-}
-
 /// The request for a corpus project: every file, and the main document named by `main`, or
 /// else `main.tex`, sent as `<name>.tex`. The whole corpus shares one texfleet project, and a
 /// document's preamble format and auxiliary files are kept per main path: each corpus project
 /// is its own document, as several documents of one project are.
 fn request(project: &Path, expect: &Value, name: &str) -> Value {
-    let mut files = Vec::new();
-    files_below(project, project, &mut files);
+    let mut files = files_of(project);
     let mut request = json!({ "engine": expect["engine"], "timeout_seconds": 120 });
     if let Some(main) = expect["main"].as_str() {
         assert!(files.iter().any(|(path, _)| path == main), "{main}");
@@ -77,10 +61,7 @@ fn request(project: &Path, expect: &Value, name: &str) -> Value {
         main.0 = format!("{name}.tex");
         request["main"] = json!(main.0);
     }
-    request["files"] = files
-        .into_iter()
-        .map(|(path, content)| json!({ "path": path, "content_base64": BASE64.encode(content) }))
-        .collect();
+    request["files"] = files_field(files);
     request
 }
 

@@ -76,3 +76,42 @@ async fn info_names_the_installation_the_limits_and_the_running_image() {
     assert_eq!(limits["max_files"], 500);
     assert_eq!(limits["memory_mb"], app.config.sandbox_memory_mb);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_learns_whether_a_package_is_installed_without_a_compile() {
+    let app = TestApp::spawn().await;
+    let ask = |name: &'static str| {
+        let app = &app;
+        async move {
+            let response = app.get(&format!("/info/packages/{name}")).await;
+            let status = response.status().as_u16();
+            (status, response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    // The scheduler registers its image's packages as it starts.
+    let class = texfleet_e2e::eventually_some(
+        Duration::from_secs(60),
+        "the image's packages registered",
+        || async {
+            let (status, answer) = ask("IEEEtran").await;
+            (status == 200).then_some(answer)
+        },
+    )
+    .await;
+    assert_eq!(class["installed"], true, "{class:#}");
+    assert_eq!(class["texlive"], "2024");
+    assert_eq!(class["files"][0]["file"], "IEEEtran.cls");
+    assert_eq!(class["files"][0]["kind"], "class");
+    assert!(class["files"][0]["version"]
+        .as_str()
+        .unwrap()
+        .contains("1.8"));
+    let (_, package) = ask("siunitx").await;
+    assert_eq!(package["files"][0]["kind"], "package", "{package:#}");
+    let (status, missing) = ask("no-such-package-anywhere").await;
+    assert_eq!((status, missing["installed"].clone()), (200, false.into()));
+    assert_eq!(missing["files"], serde_json::json!([]));
+    let (status, problem) = ask("..%2Fetc").await;
+    assert_eq!(status, 422, "{problem:#}");
+    assert_eq!(problem["errors"][0]["field"], "name");
+}

@@ -3,6 +3,7 @@
 //! and nothing once a compile from nothing (`"cache": false`) has asked for it to go.
 
 use serde_json::{json, Value};
+use std::time::Duration;
 use texfleet_e2e::{pdf_text, TestApp};
 
 async fn text_of(app: &TestApp, job: &Value) -> String {
@@ -348,4 +349,76 @@ async fn a_compile_from_nothing_makes_the_documents_earlier_results_not_reusable
     let after = app.compile(request).await;
     assert_eq!(after["status"], "Succeeded", "{after:#}");
     assert!(after["reused_from"].is_null(), "{after:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_nothing_clears_what_every_engine_left_of_the_document() {
+    let app = TestApp::spawn().await;
+    let mut planted = pasted(WRITE_FLAG);
+    planted["engine"] = json!("xelatex");
+    let planted = app.compile(planted).await;
+    assert_eq!(planted["status"], "Succeeded", "{planted:#}");
+    let mut from_nothing = pasted("From nothing.");
+    from_nothing["cache"] = json!(false);
+    let from_nothing = app.compile(from_nothing).await;
+    assert_eq!(from_nothing["engine"], "pdflatex", "{from_nothing:#}");
+    let mut after = pasted(FLAG_CHECK);
+    after["engine"] = json!("xelatex");
+    let after = app.compile(after).await;
+    assert_eq!(after["incremental"], false, "{after:#}");
+    assert!(text_of(&app, &after).await.contains("CLEAN"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_made_from_state_that_a_compile_from_nothing_then_cleared_is_not_reused() {
+    // One job of the project at a time, so that the test orders the claims.
+    let app = TestApp::spawn_with(|config| {
+        config.result_cache = true;
+        config.max_running_per_project = 1;
+    })
+    .await;
+    app.compile(pasted(WRITE_FLAG)).await;
+    let mut blocker = pasted("\\loop\\iftrue\\repeat");
+    blocker["timeout_seconds"] = json!(120);
+    let blocker = app.submit(blocker).await;
+    let blocker = blocker["id"].as_str().unwrap();
+    app.wait_started(blocker).await;
+    // The compile from nothing is submitted first but held back, so that a compile submitted
+    // after it runs from the planted state before it clears that.
+    let mut from_nothing = pasted("From nothing.");
+    from_nothing["cache"] = json!(false);
+    let from_nothing = app.submit(from_nothing).await;
+    let from_nothing = from_nothing["id"].as_str().unwrap();
+    let held = app
+        .execute(&format!(
+            "UPDATE jobs SET run_after = now() + interval '1 hour'
+             WHERE id = '{from_nothing}' AND status = 'Queued'"
+        ))
+        .await;
+    assert_eq!(held, 1);
+    let request = pasted(&format!("{FLAG_CHECK} Reused?"));
+    let from_planted = app.submit(request.clone()).await;
+    app.delete_as(&app.token, &format!("/compile/{blocker}"))
+        .await;
+    let from_planted = app
+        .wait_terminal(
+            from_planted["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert!(text_of(&app, &from_planted).await.contains("FLAGGED"));
+
+    app.execute(&format!(
+        "UPDATE jobs SET run_after = now() WHERE id = '{from_nothing}'"
+    ))
+    .await;
+    app.execute("NOTIFY texfleet_jobs").await;
+    let cleared = app
+        .wait_terminal(from_nothing, Duration::from_secs(60))
+        .await;
+    assert_eq!(cleared["status"], "Succeeded", "{cleared:#}");
+
+    let again = app.compile(request).await;
+    assert!(again["reused_from"].is_null(), "{again:#}");
+    assert!(text_of(&app, &again).await.contains("CLEAN"));
 }

@@ -80,6 +80,8 @@ async fn leftover(
     let body = bollard::models::ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(vec!["sleep".into(), "300".into()]),
+        // The image's programs beyond the compile's are executable by root only.
+        user: Some("0:0".into()),
         labels: Some(labels),
         network_disabled: Some(true),
         ..Default::default()
@@ -195,6 +197,7 @@ async fn ended_container(
     let body = bollard::models::ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(cmd.iter().map(|arg| arg.to_string()).collect()),
+        user: Some("0:0".into()),
         network_disabled: Some(true),
         host_config: Some(bollard::models::HostConfig {
             memory: Some(64 << 20),

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{TestApp, HELLO};
+use texfleet_e2e::{closed_within, TestApp, HELLO};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -98,20 +98,6 @@ async fn a_project_with_slow_jobs_leaves_a_slot_for_another() {
     );
     for id in slow {
         app.delete_as(&app.token, &format!("/compile/{id}")).await;
-    }
-}
-
-/// Reads from `stream` until the server closes it (or answers and closes), within `limit`.
-async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
-    let mut buffer = [0u8; 4096];
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(left, stream.read(&mut buffer)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => continue,
-            Err(_) => return false,
-        }
     }
 }
 

@@ -36,6 +36,7 @@ async fn ingest_and_queue_in(
         scheduler_database_url: rename(config.scheduler_database_url()),
         listen_addr: "127.0.0.1:0".into(),
         rate_limit_per_second: 0,
+        address_rate_limit_per_second: 0,
         max_queued_per_project: i64::MAX,
         database_pool_size: 32,
         ..config.clone()

@@ -24,6 +24,8 @@ pub struct Figures {
     pub ingest: Value,
     pub queue: Value,
     pub rss_mib: Value,
+    /// Null unless `--reference-image` was given.
+    pub image_comparison: Value,
 }
 
 /// End-to-end milliseconds of one document's compiles.

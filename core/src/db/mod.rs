@@ -7,7 +7,7 @@
 //! - [`claim`] and [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry,
 //!   retention;
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
-//! - [`fleet`]: the schedulers' heartbeats;
+//! - [`fleet`]: the schedulers' heartbeats; [`images`]: what each sandbox image holds;
 //! - [`webhooks`]: a project's endpoints (the API's), and the outbox of deliveries (the
 //!   delivery worker's claim and record).
 //!
@@ -16,6 +16,7 @@
 
 mod claim;
 mod fleet;
+mod images;
 mod jobs;
 mod notify;
 mod queue;
@@ -27,6 +28,7 @@ mod webhooks;
 
 pub use claim::*;
 pub use fleet::*;
+pub use images::*;
 pub use jobs::*;
 pub use notify::*;
 pub use queue::*;
@@ -48,6 +50,8 @@ mod embedded {
 }
 
 pub type Pool = deadpool_postgres::Pool;
+/// A connection taken from a [`Pool`], given back when dropped.
+pub type PooledClient = deadpool_postgres::Object;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -108,7 +112,22 @@ fn parsed_opt<T: FromStr>(row: &Row, column: &str) -> DbResult<Option<T>> {
 /// bounded, so that a request fails fast with `503` while Postgres is down instead of hanging,
 /// and recovers by itself once it is back.
 pub fn pool(config: &Config, database_url: &str) -> anyhow::Result<Pool> {
-    let pg_config = tokio_postgres::Config::from_str(database_url)?;
+    pool_of(config, tokio_postgres::Config::from_str(database_url)?)
+}
+
+/// How long one statement of the API may run: with the indexes it is given, a request's query
+/// takes milliseconds, and one that does not must not hold a connection of the pool that every
+/// project's requests share.
+const API_STATEMENT_TIMEOUT: &str = "10s";
+
+/// The API's [`pool`], whose statements end after [`API_STATEMENT_TIMEOUT`].
+pub fn api_pool(config: &Config) -> anyhow::Result<Pool> {
+    let mut pg_config = tokio_postgres::Config::from_str(config.api_database_url())?;
+    pg_config.options(format!("-c statement_timeout={API_STATEMENT_TIMEOUT}"));
+    pool_of(config, pg_config)
+}
+
+fn pool_of(config: &Config, pg_config: tokio_postgres::Config) -> anyhow::Result<Pool> {
     let manager = Manager::from_config(
         pg_config,
         NoTls,

@@ -31,6 +31,20 @@ pub async fn renew_lease(pool: &Pool, id: Uuid, owner: &str, lease_seconds: u64)
     Ok(renewed == 1)
 }
 
+/// Records that the running compile from nothing `id` has deleted its document's kept state
+/// (see `find_reusable`). Fenced by the lease.
+pub async fn record_state_cleared(pool: &Pool, id: Uuid, owner: &str) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let recorded = client
+        .execute(
+            "UPDATE jobs SET state_cleared_at = now()
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner],
+        )
+        .await?;
+    Ok(recorded == 1)
+}
+
 /// Returns running jobs whose lease expired (their scheduler died or lost Postgres) to the
 /// queue, or fails them once they have used every attempt. Any scheduler may run this.
 pub async fn rescue_expired_leases(pool: &Pool) -> DbResult<Vec<(Uuid, JobStatus)>> {

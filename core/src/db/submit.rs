@@ -199,10 +199,12 @@ async fn insert_files(transaction: &impl GenericClient, id: Uuid, job: &NewJob) 
 }
 
 /// The newest job of the project that a submission with `inputs` may reuse (see
-/// [`insert_job`]); a job that itself reused another is never an original, nor is one that a
-/// later compile from nothing (`"cache": false`) of the same document has superseded: it may
-/// have started from the kept state that compile deleted (a live attack had a result made
-/// from a planted bibliography served again after the clean-up).
+/// [`insert_job`]); a job that itself reused another is never an original. Nor is one that may
+/// have started from kept state that a compile from nothing (`"cache": false`) of the same
+/// document, in any engine, deletes: it is an original only if every such compile had
+/// recorded its deletion (`state_cleared_at`) before the original was claimed. That orders
+/// by the deletion itself, not by submission: a compile submitted after the one from nothing
+/// can still run first.
 async fn find_reusable(
     client: &impl GenericClient,
     project_id: Uuid,
@@ -221,8 +223,11 @@ async fn find_reusable(
                    SELECT 1 FROM jobs AS fresh
                     WHERE fresh.project_id = $1 AND NOT fresh.use_cache
                       AND fresh.main_path = original.main_path
-                      AND fresh.engine = original.engine
-                      AND fresh.created_at > original.created_at)
+                      AND fresh.id <> original.id
+                      AND CASE WHEN fresh.state_cleared_at IS NOT NULL
+                               THEN fresh.state_cleared_at > original.started_at
+                               -- Still to clear, or it never ran (cancelled while queued).
+                               ELSE fresh.status IN ('Queued', 'Running') END)
              ORDER BY finished_at DESC
              LIMIT 1",
             &[

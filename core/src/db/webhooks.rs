@@ -3,11 +3,11 @@
 //! Deliveries are an outbox: the trigger that makes a job terminal inserts them; the delivery
 //! worker then runs this protocol:
 //!
-//! - **claim** ([`claim_deliveries`]): due `pending` rows, `FOR UPDATE SKIP LOCKED`, never more
-//!   than the endpoint's concurrency in flight (exact across workers, under an advisory lock,
-//!   as jobs are claimed); the claim counts the attempt and leases it, so two workers never
-//!   send one attempt at once, and a worker that dies mid-send leaves a lease that expires
-//!   into a retry, never a lost event;
+//! - **claim** ([`claim_deliveries`]): due `pending` rows, `FOR UPDATE SKIP LOCKED`, taken in
+//!   turns across projects, never more than the endpoint's and the project's concurrency in
+//!   flight (exact across workers, under an advisory lock, as jobs are claimed); the claim
+//!   counts the attempt and leases it, so two workers never send one attempt at once, and a
+//!   worker that dies mid-send leaves a lease that expires into a retry, never a lost event;
 //! - **record** ([`record_attempt`]): fenced by the attempt's number, `delivered`, or `pending`
 //!   again after a back-off, or `failed` once the retry window is over.
 
@@ -173,13 +173,17 @@ pub struct DueDelivery {
     pub job: Job,
 }
 
-/// The most due deliveries one claim looks at (the oldest), so that a backlog of any size
-/// costs a claim the same.
-const CLAIM_WINDOW: i64 = 1000;
-
 /// Claims up to `limit` due deliveries, at most `per_endpoint` in flight for each endpoint and
-/// `per_project` for each project (so one project's silent endpoints cannot take every sender),
-/// leasing each attempt for `lease`.
+/// `per_project` for each project, leasing each attempt for `lease`.
+///
+/// Fair as job claims are ([`super::claim_jobs`]): the projects with pending deliveries are
+/// found first (a skip scan, one index probe per project), each endpoint with room that is not
+/// paused offers its oldest due attempts, and offers are taken in turns (the project's
+/// attempts in flight plus the offer's rank within the project); within a turn, endpoints that
+/// have answered before go first, then the oldest attempt. A project's backlog of any size
+/// therefore never hides another project's due delivery, a project's silent endpoints hold at
+/// most `per_project` senders, and silent endpoints, paused after each failure, cannot keep a
+/// healthy endpoint waiting.
 pub async fn claim_deliveries(
     pool: &Pool,
     limit: usize,
@@ -192,45 +196,15 @@ pub async fn claim_deliveries(
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&WEBHOOK_CLAIM_LOCK])
         .await?;
+    let claim = transaction.prepare_cached(CLAIM_DELIVERIES).await?;
     let claimed = transaction
         .query(
-            "WITH sending AS (
-                 SELECT endpoint_id, project_id FROM webhook_deliveries
-                 WHERE status = 'pending' AND lease_expires_at > now()
-             ), by_endpoint AS (
-                 SELECT endpoint_id, count(*) AS n FROM sending GROUP BY endpoint_id
-             ), by_project AS (
-                 SELECT project_id, count(*) AS n FROM sending GROUP BY project_id
-             ), window_of_due AS (
-                 SELECT id, endpoint_id, project_id, next_attempt_at FROM webhook_deliveries
-                 WHERE status = 'pending' AND next_attempt_at <= now()
-                   AND (lease_expires_at IS NULL OR lease_expires_at <= now())
-                 ORDER BY next_attempt_at LIMIT $5
-             ), due AS (
-                 SELECT w.id, w.next_attempt_at,
-                        coalesce(e.n, 0) + row_number() OVER (PARTITION BY w.endpoint_id ORDER BY w.next_attempt_at)
-                          AS endpoint_place,
-                        coalesce(p.n, 0) + row_number() OVER (PARTITION BY w.project_id ORDER BY w.next_attempt_at)
-                          AS project_place
-                 FROM window_of_due w
-                 LEFT JOIN by_endpoint e USING (endpoint_id)
-                 LEFT JOIN by_project p USING (project_id)
-             ), chosen AS (
-                 SELECT id FROM webhook_deliveries
-                 WHERE id IN (SELECT id FROM due WHERE endpoint_place <= $2 AND project_place <= $4)
-                 ORDER BY next_attempt_at LIMIT $1
-                 FOR UPDATE SKIP LOCKED
-             )
-             UPDATE webhook_deliveries d
-             SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => $3)
-             FROM chosen WHERE d.id = chosen.id
-             RETURNING d.id, d.attempts, d.event, d.endpoint_id, d.job_id",
+            &claim,
             &[
                 &(limit as i64),
                 &(per_endpoint as i64),
                 &lease.as_secs_f64(),
                 &(per_project as i64),
-                &CLAIM_WINDOW,
             ],
         )
         .await?;
@@ -277,8 +251,61 @@ pub async fn claim_deliveries(
         .collect())
 }
 
+/// The claim of [`claim_deliveries`]: `$1` attempts at most, `$2` per endpoint and `$4` per
+/// project in flight, leased for `$3` seconds. Runs under [`WEBHOOK_CLAIM_LOCK`], so the
+/// counts of attempts in flight are exact.
+const CLAIM_DELIVERIES: &str = "
+    WITH RECURSIVE pending (project_id) AS (
+        (SELECT project_id FROM webhook_deliveries WHERE status = 'pending'
+         ORDER BY project_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT next.project_id FROM webhook_deliveries AS next
+                WHERE next.status = 'pending' AND next.project_id > pending.project_id
+                ORDER BY next.project_id LIMIT 1)
+        FROM pending WHERE pending.project_id IS NOT NULL
+    ), sending AS (
+        SELECT endpoint_id, project_id FROM webhook_deliveries
+        WHERE status = 'pending' AND lease_expires_at > now()
+    ), by_endpoint AS (
+        SELECT endpoint_id, count(*) AS n FROM sending GROUP BY endpoint_id
+    ), by_project AS (
+        SELECT project_id, count(*) AS n FROM sending GROUP BY project_id
+    ), offers AS (
+        SELECT due.id, due.next_attempt_at,
+               endpoint.last_delivered_at IS NOT NULL AS healthy,
+               coalesce(in_project.n, 0)
+                 + row_number() OVER (PARTITION BY pending.project_id
+                                      ORDER BY endpoint.last_delivered_at IS NULL,
+                                               due.next_attempt_at, due.id) AS turn
+        FROM pending
+        LEFT JOIN by_project AS in_project USING (project_id)
+        JOIN webhook_endpoints AS endpoint ON endpoint.project_id = pending.project_id
+        LEFT JOIN by_endpoint AS in_endpoint ON in_endpoint.endpoint_id = endpoint.id
+        CROSS JOIN LATERAL (
+            SELECT id, next_attempt_at FROM webhook_deliveries
+            WHERE endpoint_id = endpoint.id AND status = 'pending' AND next_attempt_at <= now()
+              AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+            ORDER BY next_attempt_at
+            LIMIT greatest($2 - coalesce(in_endpoint.n, 0), 0)
+        ) AS due
+        WHERE coalesce(in_project.n, 0) < $4
+          AND (endpoint.paused_until IS NULL OR endpoint.paused_until <= now())
+    ), chosen AS (
+        SELECT id FROM webhook_deliveries
+        WHERE id IN (SELECT id FROM offers WHERE turn <= $4
+                     ORDER BY turn, healthy DESC, next_attempt_at LIMIT $1)
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE webhook_deliveries AS delivery
+    SET attempts = attempts + 1, lease_expires_at = now() + make_interval(secs => $3)
+    FROM chosen WHERE delivery.id = chosen.id
+    RETURNING delivery.id, delivery.attempts, delivery.event, delivery.endpoint_id, delivery.job_id";
+
 /// Key of the advisory lock that serialises delivery claims ("texhooks").
 const WEBHOOK_CLAIM_LOCK: i64 = 0x7465_7868_6f6f_6b73;
+
+/// The longest an endpoint is paused after failed attempts.
+const MAX_PAUSE: Duration = Duration::from_secs(3600);
 
 /// What one attempt came to.
 pub struct Attempt {
@@ -288,8 +315,10 @@ pub struct Attempt {
 }
 
 /// Records attempt `attempt` of a delivery: `delivered` on success; else `pending` again after
-/// `retry_in`, or `failed` when that would pass `retry_for` since the event. Fenced by the
-/// attempt's number: a worker whose lease lapsed and whose attempt was taken over changes
+/// `retry_in`, or `failed` when that would pass `retry_for` since the event. The endpoint's
+/// health goes with it: a success clears its failures, a failure pauses it for `pause_base`
+/// doubled with each failure in a row, at most an hour (see [`claim_deliveries`]). Fenced by
+/// the attempt's number: a worker whose lease lapsed and whose attempt was taken over changes
 /// nothing. Returns the status written, or None when fenced out.
 pub async fn record_attempt(
     pool: &Pool,
@@ -298,20 +327,33 @@ pub async fn record_attempt(
     outcome: &Attempt,
     retry_in: Duration,
     retry_for: Duration,
+    pause_base: Duration,
 ) -> DbResult<Option<String>> {
     let client = pool.get().await?;
     let row = client
         .query_opt(
-            "UPDATE webhook_deliveries SET
-                 status = CASE WHEN $3::text IS NULL THEN 'delivered'
-                               WHEN now() + make_interval(secs => $5) > created_at + make_interval(secs => $6)
-                                   THEN 'failed'
-                               ELSE 'pending' END,
-                 next_attempt_at = now() + make_interval(secs => $5),
-                 lease_expires_at = NULL, last_status_code = $4, last_error = $3,
-                 last_attempt_at = now()
-             WHERE id = $1 AND attempts = $2 AND status = 'pending'
-             RETURNING status",
+            "WITH recorded AS (
+                 UPDATE webhook_deliveries SET
+                     status = CASE WHEN $3::text IS NULL THEN 'delivered'
+                                   WHEN now() + make_interval(secs => $5) > created_at + make_interval(secs => $6)
+                                       THEN 'failed'
+                                   ELSE 'pending' END,
+                     next_attempt_at = now() + make_interval(secs => $5),
+                     lease_expires_at = NULL, last_status_code = $4, last_error = $3,
+                     last_attempt_at = now()
+                 WHERE id = $1 AND attempts = $2 AND status = 'pending'
+                 RETURNING status, endpoint_id
+             ), health AS (
+                 UPDATE webhook_endpoints AS endpoint SET
+                     failures = CASE WHEN $3::text IS NULL THEN 0 ELSE endpoint.failures + 1 END,
+                     paused_until = CASE WHEN $3::text IS NULL THEN NULL
+                         ELSE now() + make_interval(secs => least(
+                             $7 * power(2, least(endpoint.failures, 20)), $8)) END,
+                     last_delivered_at = CASE WHEN $3::text IS NULL THEN now()
+                                              ELSE endpoint.last_delivered_at END
+                 FROM recorded WHERE endpoint.id = recorded.endpoint_id
+             )
+             SELECT status FROM recorded",
             &[
                 &id,
                 &attempt,
@@ -319,6 +361,8 @@ pub async fn record_attempt(
                 &outcome.status_code,
                 &retry_in.as_secs_f64(),
                 &retry_for.as_secs_f64(),
+                &pause_base.as_secs_f64(),
+                &MAX_PAUSE.as_secs_f64(),
             ],
         )
         .await?;
@@ -337,10 +381,12 @@ pub async fn outbox_ages(pool: &Pool) -> DbResult<OutboxAges> {
     let client = pool.get().await?;
     let row = client
         .query_one(
-            "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
-                    coalesce(extract(epoch FROM now() - min(next_attempt_at)
-                                 FILTER (WHERE next_attempt_at <= now())), 0)::float8
-             FROM webhook_deliveries WHERE status = 'pending'",
+            "SELECT coalesce(extract(epoch FROM now() - (
+                        SELECT min(created_at) FROM webhook_deliveries WHERE status = 'pending'
+                    )), 0)::float8,
+                    greatest(coalesce(extract(epoch FROM now() - (
+                        SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'
+                    )), 0), 0)::float8",
             &[],
         )
         .await?;

@@ -36,7 +36,8 @@ pub struct Delivery {
     pub event: String,
     pub job_id: Uuid,
     pub attempts: i32,
-    /// `pending`, `delivered` or `failed` (retries used up).
+    /// `pending`, `delivered` or `failed` (retries used up, or never attempted because the
+    /// endpoint already had 1,000 deliveries pending).
     pub status: String,
     pub last_status_code: Option<i32>,
     pub last_error: Option<String>,

@@ -1,14 +1,20 @@
 //! Where a webhook may go. A webhook URL is the client's and the delivery is the service's own
 //! request, so an endpoint must not reach the service's network (the SSRF of Judge0's
 //! callbacks): the URL is `http` or `https` without credentials, and every address its host
-//! resolves to must be public (not loopback, private, link-local with the cloud metadata
-//! address, unique-local, carrier-grade NAT, multicast, broadcast or unspecified), unless the
-//! operator allows its range in `webhook_allowed_cidrs`. The check runs at registration and at
-//! every delivery (DNS may change), and the delivery connects to the address checked.
+//! resolves to must be public, unless the operator allows its range in
+//! `webhook_allowed_cidrs`. Public means outside every entry of IANA's special-purpose address
+//! registries (`special_purpose_addresses.csv`: loopback, private, link-local with the cloud
+//! metadata address, shared, documentation, benchmarking, translation and relay prefixes,
+//! anycast services), outside multicast, and for IPv6 inside global unicast (2000::/3). The
+//! check runs at registration and at every delivery (DNS may change), and the delivery
+//! connects to the address checked.
 
+use crate::project_slots::ProjectSlots;
 use ipnet::IpNet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::LazyLock;
 use url::{Host, Url};
+use uuid::Uuid;
 
 /// A parsed webhook URL: what is connected to and what is named in the request.
 #[derive(Debug, Clone)]
@@ -63,29 +69,56 @@ pub fn parse(url: &str) -> Result<Target, String> {
 /// How long a host may take to resolve.
 const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Lookups that may run at once, in all and per project: each takes a blocking thread until
+/// the resolver answers, whatever the timeout (half of tokio's 512, which also open database
+/// and S3 connections), and a project whose names never resolve keeps its own few busy.
+static LOOKUPS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(256);
+const LOOKUPS_PER_PROJECT: usize = 4;
+static PROJECT_LOOKUPS: LazyLock<ProjectSlots> =
+    LazyLock::new(|| ProjectSlots::new(LOOKUPS_PER_PROJECT));
+
+/// What a client is told of a host it may not use, whatever the reason: telling "does not
+/// resolve" from "resolves to a private address" would let it map the operator's internal
+/// names. The log keeps the reason.
+pub const REFUSED_HOST: &str = "must resolve to public addresses only";
+
 /// Resolves the target's host and returns the address to connect to: the first, once every
 /// address it resolves to is allowed (one forbidden address refuses the host, so that a name
-/// cannot mix a public address with an internal one). The refusal does not say which address
-/// a name has (that would map the operator's internal names for a client); the log does.
-pub async fn resolve(target: &Target, allowed: &[IpNet]) -> Result<SocketAddr, String> {
-    let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+/// cannot mix a public address with an internal one).
+pub async fn resolve(
+    target: &Target,
+    allowed: &[IpNet],
+    project: Uuid,
+) -> Result<SocketAddr, String> {
+    let Some(place) = PROJECT_LOOKUPS.take(project) else {
+        tracing::warn!(host = target.host, %project, "webhook host refused: the project's lookups are all in flight");
+        return Err(REFUSED_HOST.into());
+    };
+    let (host, port) = (target.host.clone(), target.port);
+    let lookup = async move {
+        let permit = LOOKUPS.acquire().await.expect("never closed");
+        // The places go with the lookup, which runs on to its end after a timeout.
+        tokio::task::spawn_blocking(move || {
+            let _places = (permit, place);
+            (host.as_str(), port).to_socket_addrs().map(Vec::from_iter)
+        })
+        .await
+    };
     let addresses: Vec<SocketAddr> = match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
-        Ok(Ok(addresses)) => addresses.collect(),
-        Ok(Err(_)) | Err(_) => Vec::new(),
+        Ok(Ok(Ok(addresses))) => addresses,
+        _ => Vec::new(),
     };
     if addresses.is_empty() {
-        return Err(format!(
-            "{} does not resolve (within {} s)",
-            target.host,
+        tracing::warn!(
+            host = target.host,
+            "webhook host refused: it does not resolve within {} s",
             RESOLVE_TIMEOUT.as_secs()
-        ));
+        );
+        return Err(REFUSED_HOST.into());
     }
     if let Some(forbidden) = addresses.iter().find(|a| !is_allowed(a.ip(), allowed)) {
-        tracing::warn!(host = target.host, address = %forbidden.ip(), "webhook host refused");
-        return Err(format!(
-            "{} resolves to an address of a private or special network",
-            target.host
-        ));
+        tracing::warn!(host = target.host, address = %forbidden.ip(), "webhook host refused: a special-purpose address");
+        return Err(REFUSED_HOST.into());
     }
     Ok(addresses[0])
 }
@@ -100,44 +133,43 @@ pub fn is_allowed(address: IpAddr, allowed: &[IpNet]) -> bool {
 }
 
 fn is_public(address: IpAddr) -> bool {
-    match address {
-        IpAddr::V4(v4) => !is_special_v4(v4),
-        IpAddr::V6(v6) => !is_special_v6(v6),
-    }
+    let special = match address {
+        // Multicast has a registry of its own.
+        IpAddr::V4(v4) => v4.is_multicast(),
+        // IANA's IPv6 Address Space: only 2000::/3 is global unicast; the rest is loopback,
+        // link-local, unique-local, multicast or not allocated.
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xe000) != 0x2000,
+    };
+    !special
+        && !SPECIAL_PURPOSE
+            .iter()
+            .any(|entry| entry.block.contains(&address))
 }
 
-fn is_special_v4(address: Ipv4Addr) -> bool {
-    let [a, b, c, _] = address.octets();
-    address.is_loopback()
-        || address.is_private()
-        || address.is_link_local()
-        || address.is_multicast()
-        || address.is_broadcast()
-        || address.is_unspecified()
-        || a == 0
-        // Carrier-grade NAT, 100.64.0.0/10.
-        || (a == 100 && (64..128).contains(&b))
-        // Reserved for future use, 240.0.0.0/4.
-        || a >= 240
-        // IETF protocol assignments 192.0.0.0/24, benchmarking 198.18.0.0/15, documentation.
-        || (a, b, c) == (192, 0, 0)
-        || (a == 198 && (b == 18 || b == 19))
-        || (a, b, c) == (192, 0, 2)
-        || (a, b, c) == (198, 51, 100)
-        || (a, b, c) == (203, 0, 113)
+/// One entry of IANA's special-purpose address registries.
+struct Registered {
+    block: IpNet,
+    #[cfg_attr(not(test), allow(dead_code))]
+    name: &'static str,
 }
 
-/// Only global unicast (2000::/3) counts as public, less the prefixes that carry an IPv4
-/// address to a relay (Teredo 2001::/32, 6to4 2002::/16) and the documentation prefix; the
-/// rest (loopback, link-local, unique-local, multicast, NAT64, IPv4-compatible, SIIT) is not
-/// global unicast at all. IPv4-mapped addresses were judged as IPv4 before this.
-fn is_special_v6(address: Ipv6Addr) -> bool {
-    let [first, second, ..] = address.segments();
-    (first & 0xe000) != 0x2000
-        || (first, second) == (0x2001, 0x0000)
-        || (first, second) == (0x2001, 0x0db8)
-        || first == 0x2002
-}
+/// Every entry of both registries, from `special_purpose_addresses.csv`; each is refused.
+static SPECIAL_PURPOSE: LazyLock<Vec<Registered>> = LazyLock::new(|| {
+    include_str!("special_purpose_addresses.csv")
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.starts_with("block,"))
+        .map(|line| {
+            let mut fields = line.splitn(3, ',');
+            let block = fields.next().unwrap_or_default();
+            Registered {
+                block: block
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{block:?} in the registry is a CIDR block")),
+                name: fields.next().unwrap_or_default(),
+            }
+        })
+        .collect()
+});
 
 #[cfg(test)]
 mod tests {
@@ -204,5 +236,41 @@ mod tests {
         assert!(is_allowed("::1".parse().unwrap(), &loopback));
         assert!(!is_allowed("10.0.0.1".parse().unwrap(), &loopback));
         assert!(allowed_ranges("not-a-range").is_err());
+    }
+
+    /// The first, a middle and the last address of every registry entry.
+    #[test]
+    fn every_address_of_every_special_purpose_entry_is_refused() {
+        assert!(
+            SPECIAL_PURPOSE.len() >= 50,
+            "{} entries",
+            SPECIAL_PURPOSE.len()
+        );
+        for entry in SPECIAL_PURPOSE.iter() {
+            let (first, last) = (entry.block.network(), entry.block.broadcast());
+            let middle = match (first, last) {
+                (IpAddr::V4(a), IpAddr::V4(b)) => {
+                    let middle = (u64::from(u32::from(a)) + u64::from(u32::from(b))) / 2;
+                    IpAddr::V4(std::net::Ipv4Addr::from(middle as u32))
+                }
+                (IpAddr::V6(a), IpAddr::V6(b)) => IpAddr::V6(std::net::Ipv6Addr::from(
+                    u128::from(a) / 2 + u128::from(b) / 2,
+                )),
+                _ => unreachable!(),
+            };
+            for address in [first, middle, last] {
+                assert!(!is_allowed(address, &[]), "{address} of {}", entry.name);
+            }
+        }
+        // Beside the entries, public space stays public.
+        for public in [
+            "192.88.100.1",
+            "198.20.0.1",
+            "2001:4860::1",
+            "2620:4f:8001::1",
+            "2a00:1450::1",
+        ] {
+            assert!(is_allowed(public.parse().unwrap(), &[]), "{public}");
+        }
     }
 }

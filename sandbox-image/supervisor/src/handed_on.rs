@@ -17,15 +17,22 @@ const AUXILIARY_KINDS: [&str; 30] = [
     "cpt", "ent", "upa", "upb",
 ];
 
+/// minted's cache, which latexminted writes and the passes read: the highlighted snippets,
+/// the styles and the index of both, so that an edit highlights only what changed. Not its
+/// per-run files (`.data`, `.config`, `.message`, `.errlog`).
+const MINTED_CACHE_KINDS: [&str; 3] = [".highlight.minted", ".style.minted", ".index.minted"];
+
 /// Whether `path` may be handed on: a plain relative path to a file of an auxiliary kind.
 pub fn is_handed_on(path: &Path) -> bool {
     let kind = path
         .extension()
         .and_then(|kind| kind.to_str())
         .unwrap_or("");
+    let name = path.to_string_lossy();
     let auxiliary = AUXILIARY_KINDS.contains(&kind)
         || (kind.len() == 3 && kind.starts_with("lo") && kind != "log")
-        || path.to_string_lossy().ends_with(".run.xml");
+        || name.ends_with(".run.xml")
+        || MINTED_CACHE_KINDS.iter().any(|cache| name.ends_with(cache));
     auxiliary && is_plain_relative(path)
 }
 
@@ -49,6 +56,9 @@ mod tests {
             "output.toc",
             "output.lof",
             "output.run.xml",
+            "_minted/4B2F0E5C1A7D9E3F.highlight.minted",
+            "_minted/default.style.minted",
+            "_minted/_0CC175B9C0F1B6A831C399E269772661.index.minted",
         ] {
             assert!(is_handed_on(Path::new(kept)), "{kept}");
         }
@@ -63,6 +73,9 @@ mod tests {
             "nomencl.ist",
             "../up.aux",
             "/abs.aux",
+            "_0CC175B9C0F1B6A831C399E269772661.data.minted",
+            "_0CC175B9C0F1B6A831C399E269772661.config.minted",
+            "_minted/x.minted",
         ] {
             assert!(!is_handed_on(Path::new(refused)), "{refused}");
         }

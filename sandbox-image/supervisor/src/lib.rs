@@ -11,8 +11,10 @@
 //! be remote. The scheduler trusts nothing it reads back: it re-checks order, names, types,
 //! sizes, the nonce and every value of the report.
 
+pub mod execution;
 mod handed_on;
 mod preamble_text;
+pub mod shell_escape;
 
 pub use handed_on::{is_handed_on, is_plain_relative};
 pub use preamble_text::{comment_start, preamble_end, BEGIN_DOCUMENT};

@@ -3,7 +3,6 @@
 //! the seccomp profile refuses. Both the supervisor and the compile driver are single-threaded,
 //! so the child may prepare itself freely between fork and exec.
 
-use crate::confine;
 use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{signal, SigHandler, Signal};
@@ -34,7 +33,7 @@ pub struct Program {
     pub args: Vec<String>,
     pub environment: Vec<String>,
     /// The programs this one may execute besides itself (see
-    /// [`confine::restrict_execution`]); None leaves it what its parent may execute.
+    /// [`texfleet_sandbox::execution::restrict_execution`]); None leaves it what its parent may execute.
     pub may_start: Option<Vec<String>>,
 }
 
@@ -152,7 +151,7 @@ pub fn run(
             setrlimit(resource, limit, limit).map_err(io::Error::other)?;
         }
         match &program.may_start {
-            Some(others) => confine::restrict_execution(&program.path, others),
+            Some(others) => texfleet_sandbox::execution::restrict_execution(&program.path, others),
             None => Ok(()),
         }
     })?)

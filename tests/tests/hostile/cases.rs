@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 pub const TIMEOUT: u32 = 8;
-/// For cases that start LuaTeX and a slow tool (biber, Java), which a loaded machine can
-/// make take longer than [`TIMEOUT`].
+/// For cases that start XeTeX or LuaTeX (seconds each on a loaded machine, with the complete
+/// TeX Live's fonts) and a slow tool (biber, Java), unless they are meant to time out.
 pub const TOOLS_TIMEOUT: u32 = 30;
 /// Generous for the floods, which must hit their output limit long before it.
 pub const FLOOD_TIMEOUT: u32 = 60;
@@ -60,7 +60,12 @@ fn case(
         engine,
         document,
         files: json!([]),
-        timeout: TIMEOUT,
+        timeout: match engine != "pdflatex"
+            && !expect.iter().any(|(status, _)| *status == "TimedOut")
+        {
+            true => TOOLS_TIMEOUT,
+            false => TIMEOUT,
+        },
         halt_on_error: false,
         expect,
         log_contains: None,
@@ -91,7 +96,9 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
     let lua = |code: &str| doc(&format!("\\directlua{{{code}}}"));
     let filler = "x".repeat(200);
     let mut cases = vec![
-        // TeX running commands, plain and obfuscated: shell_escape = f, and no shell at all.
+        // TeX running commands, plain and obfuscated: kpathsea runs only the three programs of
+        // shell_escape_commands, through a /bin/sh that is not a shell and allows each only with
+        // the arguments its package writes.
         Case { log_contains: Some("disabled"), ..case("write18", "pdflatex", doc("\\immediate\\write18{env > leak.tex}"), SUCCEEDS) },
         case("input pipe", "pdflatex", doc("\\input|\"id\" "), COMPILE_ERROR),
         Case { log_contains: Some("disabled"), ..case("write18 via catcodes", "pdflatex", doc("{\\catcode`\\!=0 !immediate!write18{id > p.tex}}"), SUCCEEDS) },
@@ -163,8 +170,36 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua("tex.print('debug:' .. tostring(debug.getupvalue) .. '-' .. tostring(debug.setupvalue) .. '-' .. tostring(debug.getregistry))"), SUCCEEDS) },
         Case { text_contains: Some("loadlib:nil-nil"), ..case("lua C modules", "lualatex",
             lua("tex.print('loadlib:' .. tostring(package.loadlib) .. '-' .. tostring(package.searchers[3]))"), SUCCEEDS) },
-        Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands", "lualatex",
-            lua("tex.print('exec:' .. tostring(os.execute) .. '-' .. tostring(io.popen) .. '-' .. tostring(os.spawn))"), SUCCEEDS) },
+        Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands without the shell", "lualatex",
+            lua("tex.print('exec:' .. tostring(os.exec) .. '-' .. tostring(os.spawn) .. '-' .. tostring(os.execute('id')))"), SUCCEEDS) },
+        // The restricted shell escape: kpathsea's list, then the restricted shell's checks.
+        Case { log_contains: Some("texfleet-sh: refused"), text_lacks: Some("usr/bin"), ..case("kpsewhich reading the environment", "pdflatex",
+            doc("[\\input|\"kpsewhich -var-value=PATH\" ]"), SUCCEEDS) },
+        Case { log_contains: Some("texfleet-sh: refused"), text_lacks: Some("usr/bin"), ..case("kpsewhich reading the environment from lua", "lualatex",
+            lua("local p = io.popen('kpsewhich --expand-var=$PATH') tex.print('popen:' .. (p and p:read('*a') or 'nil'))"), SUCCEEDS) },
+        Case { log_contains: Some("texfleet-sh: refused"), ..case("kpsewhich finding a file outside the job", "pdflatex",
+            doc("[\\input|\"kpsewhich /etc/passwd\" ]"), SUCCEEDS) },
+        Case { log_contains: Some("texfleet-sh: refused"), text_lacks: Some("etc/passwd"), ..case("kpsewhich finding a file outside the job by a variable", "pdflatex",
+            doc("[\\input|\"kpsewhich $SELFAUTOPARENT/etc/passwd\" ]"), SUCCEEDS) },
+        Case { text_contains: Some("kpse:nil-nil-nil"), ..case("lua kpathsea finding a file outside the trees", "lualatex",
+            lua("local k = kpse.new('mpost') tex.print('kpse:' .. tostring(kpse.find_file('$SELFAUTOPARENT/etc/passwd')) .. '-' .. tostring(kpse.find_file('/etc/hostname')) .. '-' .. tostring(k:find_file('/etc/passwd')))"), SUCCEEDS) },
+        Case { log_contains: Some("disabled"), ..case("an allowed program by its path", "pdflatex",
+            doc("\\immediate\\write18{/usr/bin/kpsewhich -var-value=PATH > k.tex}"), SUCCEEDS) },
+        Case { text_lacks: Some("PWNED"), ..case("shell metacharacters in an allowed command", "pdflatex",
+            doc("\\immediate\\write18{kpsewhich \"x;echo PWNED>pwned-1.tex\" `id>pwned-2.tex` $(id>pwned-3.tex)}\\IfFileExists{pwned-1.tex}{PWNED}{}\\IfFileExists{pwned-2.tex}{PWNED}{}\\IfFileExists{pwned-3.tex}{PWNED}{}"), SUCCEEDS) },
+        Case { log_contains: Some("texfleet-sh: refused"), ..case("latexminted asked for another file", "pdflatex",
+            doc("\\immediate\\write18{latexminted batch --timestamp 20250101000000Z /etc/passwd}"), SUCCEEDS) },
+        Case { log_contains: Some("texfleet-sh: refused"), ..case("l3sys-query listing outside the job", "pdflatex",
+            doc("[\\input|\"l3sys-query ls /etc\" ]"), SUCCEEDS) },
+        Case { timeout: TOOLS_TIMEOUT, ..case("minted reading outside the job", "pdflatex",
+            "\\documentclass{article}\\usepackage{minted}\\begin{document}\\inputminted{text}{/etc/passwd}\\inputminted{text}{../../etc/passwd}x\\end{document}".into(), ANY_END) },
+        // latexminted runs a project's lexer only when a configuration file names it with its
+        // hash, in a dot file (which neither a request nor TeX can write) of HOME or TEXMFHOME
+        // (neither of which is the work folder).
+        Case { timeout: TOOLS_TIMEOUT, files: json!([
+                { "path": "lexer.py", "content": "open('leak.tex', 'w').write('uid=lexer ran')\nfrom pygments.lexer import RegexLexer\nclass EvilLexer(RegexLexer):\n    tokens = {'root': []}\n" }]),
+            ..case("minted with a lexer of the project", "pdflatex",
+            "\\documentclass{article}\\usepackage{minted}\\begin{document}\\begin{minted}{lexer.py:EvilLexer -x}\nx\n\\end{minted}\\IfFileExists{leak.tex}{\\input{leak.tex}}{}x\\end{document}".into(), ANY_END) },
         Case { text_contains: Some("no-socket"), ..case("lua socket", "lualatex",
             lua("local ok = pcall(require, 'socket') tex.print(ok and 'socket-loaded' or 'no-socket')"), SUCCEEDS) },
         // Environment leaks.

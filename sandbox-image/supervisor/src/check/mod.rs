@@ -11,7 +11,7 @@ pub use compile_side::{run as run_compile_side, COMPILE_SIDE_ARG};
 
 use crate::confine;
 use crate::privileges;
-use crate::process::{self, Program};
+use crate::process::{self, Exit, Program};
 use nix::errno::Errno;
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 use std::fs;
@@ -179,20 +179,21 @@ fn supervisor_side(checks: &mut Checks, spec: &CheckSpec) {
             || root_options.split(',').any(|o| o == "ro"),
         format!("{root:?}, {root_mount}"),
     );
-    let shells: Vec<&str> = [
-        "/bin/sh",
-        "/bin/bash",
-        "/bin/dash",
-        "/usr/bin/sh",
-        "/usr/bin/bash",
-    ]
-    .into_iter()
-    .filter(|shell| fs::symlink_metadata(shell).is_ok())
-    .collect();
+    let shells: Vec<&str> = ["/bin/bash", "/bin/dash", "/usr/bin/bash", "/usr/bin/dash"]
+        .into_iter()
+        .filter(|shell| fs::symlink_metadata(shell).is_ok())
+        .collect();
+    // /bin/sh is the restricted shell: a shell would run `exit 0`; it refuses it.
+    let sh = Program::new(
+        texfleet_sandbox::shell_escape::SHELL,
+        &["-c", "exit 0"],
+        &[],
+    );
+    let sh_answer = process::run(&sh, None, &[]);
     checks.add(
         "no_shell",
-        shells.is_empty(),
-        format!("present: {shells:?}"),
+        shells.is_empty() && matches!(sh_answer, Ok(Exit::Code(127))),
+        format!("present: {shells:?}; sh -c 'exit 0': {sh_answer:?}"),
     );
 
     // gVisor shows only the options its own tmpfs has (it knows no devices or setuid files,

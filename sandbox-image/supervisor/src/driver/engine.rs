@@ -1,13 +1,14 @@
-//! The TeX engines, each started by a fixed argument vector: no shell escape, no Lua sockets,
-//! the recorder on (the driver reads what each pass read and wrote), SyncTeX on, the job name
-//! fixed. XeTeX writes an `.xdv` on every pass and the driver makes the PDF once at the end
+//! The TeX engines, each started by a fixed argument vector: restricted shell escape (only
+//! the commands of [`texfleet_sandbox::shell_escape`], through the image's `/bin/sh`, which is
+//! not a shell), no Lua sockets, the recorder on (the driver reads what each pass read and
+//! wrote), SyncTeX on, the job name fixed. XeTeX writes an `.xdv` on every pass and the driver makes the PDF once at the end
 //! with `xdvipdfmx`: XeTeX would otherwise start `xdvipdfmx` itself through `popen`, that is
 //! through a shell, and the image has none.
 
 use super::eps::{GHOSTSCRIPT, XDVIPDFMX_COMMAND};
 use crate::process::Program;
 use crate::supervise::SELF;
-use texfleet_sandbox::JOB_NAME;
+use texfleet_sandbox::{shell_escape, JOB_NAME};
 
 /// Confines Lua's file access and code loading (see the file, which
 /// `sandbox-image/base/customize.sh` puts into the image). LuaTeX runs it as its startup
@@ -66,7 +67,7 @@ impl Engine {
         let mut args = vec![
             "-interaction=nonstopmode",
             "-file-line-error",
-            "-no-shell-escape",
+            "-shell-restricted",
             "-recorder",
             "-synctex=1",
             &job_name,
@@ -79,8 +80,11 @@ impl Engine {
         let format = format.map(|path| format!("-fmt={path}"));
         args.extend(format.as_deref());
         args.push(&first_line);
-        // With shell escape off and every mktex* program deleted, an engine starts nothing.
-        Program::new(path, &args, environment).starting_only(&[])
+        // Every mktex* program is deleted: an engine starts the restricted shell and what that
+        // runs, nothing else.
+        let shell_escape = shell_escape::executables();
+        let starts: Vec<&str> = shell_escape.iter().map(String::as_str).collect();
+        Program::new(path, &args, environment).starting_only(&starts)
     }
 
     /// Dumps the preamble of `main` into `output.fmt` with mylatexformat, under the job's own
@@ -136,11 +140,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_engine_runs_without_shell_escape_under_its_fixed_job_name() {
+    fn every_engine_runs_with_restricted_shell_escape_under_its_fixed_job_name() {
         for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
             let program = engine.pass("main.tex", true, None, &[]);
+            assert_eq!(program.may_start, Some(shell_escape::executables()));
             for expected in [
-                "-no-shell-escape",
+                "-shell-restricted",
                 "-jobname=output",
                 "-recorder",
                 "-halt-on-error",

@@ -102,14 +102,21 @@ pub fn makeindex(
 }
 
 /// The makeindex options imakeidx logged for each index it could not process itself:
-/// "Remember to run pdflatex again after calling `makeindex -s style.ist names.idx'".
-/// Only allowlisted flags and checked style names are kept; anything else drops the request.
+/// "Remember to run pdflatex again after calling `makeindex -s style.ist names.idx'", or,
+/// since restricted shell escape lets it try, the command kpathsea refused:
+/// "runsystem(makeindex -s style.ist names.idx)...disabled (restricted).". Only allowlisted
+/// flags and checked style names are kept; anything else drops the request.
 fn requested_options(log: &str) -> BTreeMap<String, Vec<String>> {
     let mut requested = BTreeMap::new();
-    for call in log.split("`makeindex ").skip(1) {
-        let Some((call, _)) = call.split_once('\'') else {
-            continue;
-        };
+    let asked = log
+        .split("`makeindex ")
+        .skip(1)
+        .filter_map(|call| call.split_once('\''));
+    let tried = log
+        .split("runsystem(makeindex ")
+        .skip(1)
+        .filter_map(|call| call.split_once(")..."));
+    for (call, _) in asked.chain(tried) {
         let words: Vec<&str> = call.split_whitespace().collect();
         let Some((index, options)) = words.split_last() else {
             continue;
@@ -187,11 +194,13 @@ mod tests {
             Package imakeidx Warning: Remember to run pdflatex again after calling\n\
             (imakeidx)                `makeindex -o /tmp/x evil.idx'\n\
             (imakeidx)                `makeindex -s ../../x.ist up.idx'\n\
-            (imakeidx)                `makeindex output.idx'\n";
+            (imakeidx)                `makeindex output.idx'\n\
+            runsystem(makeindex -s places.ist places.idx)...disabled (restricted).\n";
         let requested = requested_options(log);
         assert_eq!(requested["persons.idx"], ["-s", "persons.ist", "-l"]);
         assert!(!requested.contains_key("evil.idx"));
         assert!(!requested.contains_key("up.idx"));
         assert_eq!(requested["output.idx"], Vec::<String>::new());
+        assert_eq!(requested["places.idx"], ["-s", "places.ist"]);
     }
 }

@@ -326,6 +326,7 @@ fn compile(
         let recorded = files::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
+        tools.note_shell_escapes();
         if format.path.is_some() && !exit.success() {
             tools.trace.push(format!(
                 "texfleet: pass {pass} failed with the project's preamble format; again without it"

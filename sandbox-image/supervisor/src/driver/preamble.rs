@@ -40,8 +40,8 @@ const TEX_TREES: &[&str] = &[
 ];
 
 /// Files of TeX's trees that set pdfTeX state a format does not keep: glyph names' Unicode
-/// values (`\input glyphtounicode` with `\pdfgentounicode=1`, common in CV templates) and font
-/// map lines. A format of a preamble that reads one would give later PDFs other text or other
+/// values (`\input glyphtounicode` with `\pdfgentounicode=1`, common in CV templates), font
+/// map lines, and what minted learns of the shell escape. A format of a preamble that reads one would give later PDFs other text or other
 /// fonts than the same request without the cache, and the check pass, which renders only this
 /// compile's pages, cannot tell (a live attack remapped a font the dumping body did not use).
 const STATE_A_FORMAT_DROPS: &[&str] = &[
@@ -53,6 +53,9 @@ const STATE_A_FORMAT_DROPS: &[&str] = &[
     "russ.sty",
     "typeface.sty",
     "oblivoir-utf.cls",
+    // minted finds out at load time whether it may run latexminted; the dump runs without
+    // shell escape, so a format would say it may not.
+    "minted.sty",
 ];
 
 /// Where [`same_pages`] renders the two PDFs.

@@ -8,11 +8,16 @@ use nix::sys::resource::Resource;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
+use texfleet_sandbox::shell_escape;
 
 /// The longest excerpt of a failing tool's own log copied into the job's log.
 const MAX_TOOL_LOG_BYTES: usize = 4096;
 /// Where a tool's standard output and error go, to be shown when it fails.
 const TOOL_OUTPUT: &str = "/tmp/texfleet-tool-output";
+/// The most lines of each kind about the shell escape one pass copies into the log, and how
+/// much of the shell's record is read.
+const MAX_SHELL_ESCAPE_LINES: usize = 20;
+const MAX_RECORD_BYTES: u64 = 256 * 1024;
 
 pub struct Tools {
     pub environment: Vec<String>,
@@ -126,6 +131,28 @@ impl Tools {
         }
     }
 
+    /// What the shell escape did during a pass, as the restricted shell recorded it: the
+    /// commands it refused, then those it ran, each list cut with a count of the rest. The
+    /// record is emptied for the next pass.
+    pub fn note_shell_escapes(&mut self) {
+        let record = read_bounded(Path::new(shell_escape::RECORD_FILE));
+        let _ = std::fs::remove_file(shell_escape::RECORD_FILE);
+        for prefix in [shell_escape::REFUSAL, shell_escape::RAN] {
+            let lines: Vec<&str> = record.lines().filter(|l| l.starts_with(prefix)).collect();
+            self.trace.extend(
+                lines.iter().take(MAX_SHELL_ESCAPE_LINES).map(|line| {
+                    format!("texfleet: {}", line.chars().take(400).collect::<String>())
+                }),
+            );
+            if lines.len() > MAX_SHELL_ESCAPE_LINES {
+                self.trace.push(format!(
+                    "texfleet: and {} more lines like that",
+                    lines.len() - MAX_SHELL_ESCAPE_LINES
+                ));
+            }
+        }
+    }
+
     fn copy_log(&mut self, tool_log: &Path) {
         let Ok(bytes) = std::fs::read(tool_log) else {
             return;
@@ -156,4 +183,20 @@ pub fn signature_of(text: &str) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut hasher);
     hasher.finish()
+}
+
+/// The start of a file the compile may have written, read without following a link or
+/// blocking on a FIFO; empty when there is none.
+fn read_bounded(path: &Path) -> String {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = Vec::new();
+    let opened = File::options()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path);
+    if let Ok(file) = opened {
+        let _ = file.take(MAX_RECORD_BYTES).read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -1,0 +1,357 @@
+//! The API's open connections, so that sockets that say nothing, stop reading, or belong to
+//! one client with many of them cannot hold the service.
+//!
+//! Every open connection counts against `max_connections`. What keeps one open is progress: a
+//! request arriving, a frame of its body received, a frame of an answer taken by the client, a
+//! request ending. A connection with no request in flight is closed `header_timeout` after its
+//! accept (whatever the protocol turns out to be), or `idle_timeout` after its last answer; one
+//! with an answer of which the client has taken no frame for `idle_timeout` (a TCP or HTTP/2
+//! window left shut) is closed too, whatever its other requests do.
+//!
+//! When the API is full and a client arrives, a connection is closed to make room: one of the
+//! client that holds the most, its oldest progress (idle ones first), so that a client with
+//! many connections, however busy it keeps them, gives way before one with few (as nginx
+//! reuses its keep-alive connections, and per address). The client is found from the top: the
+//! IPv4 /16 or IPv6 /48 holding the most, within it the /24 or /56, within that the address
+//! (an IPv6 /64), so that one subscriber's many addresses count as one. A connection accepted
+//! less than [`EVICTION_GRACE`] ago that has sent no request is never taken: a newcomer has
+//! time to send its request. When every /16 and /48 holds one connection, the one whose last
+//! progress is the oldest goes, but none younger than [`EVICTION_GRACE`]. One address holds
+//! at most `max_per_address` connections, except a trusted proxy, whose connections carry
+//! everyone's requests.
+
+use crate::client_address::{counted_as, TrustedProxies};
+use crate::metrics;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+mod eviction;
+
+/// How long a connection's last progress must lie back before it may be closed to make room.
+pub const EVICTION_GRACE: Duration = Duration::from_secs(1);
+
+pub struct Limits {
+    pub max_connections: usize,
+    /// 0: no cap per address.
+    pub max_per_address: usize,
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The set of open connections.
+pub struct Connections {
+    limits: Limits,
+    open: Mutex<Open>,
+    /// Notified whenever a connection closes.
+    room: Notify,
+}
+
+#[derive(Default)]
+struct Open {
+    next_id: u64,
+    by_id: HashMap<u64, (IpAddr, Arc<Activity>)>,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+/// What one connection is doing, shared by its task, its requests and the registry.
+pub struct Activity {
+    in_flight: AtomicUsize,
+    served: AtomicBool,
+    last_progress: Mutex<Instant>,
+    /// The last frame taken of each answer being sent (the head is out, the body is not done),
+    /// by request.
+    answers: Mutex<HashMap<u64, Instant>>,
+    next_request: AtomicU64,
+    /// Notified when a request begins, starts its answer or ends, so that the deadline follows.
+    changed: Notify,
+    evicted: CancellationToken,
+}
+
+/// Why the API closed a connection that its client had not closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// No complete request within `header_timeout` of the accept.
+    HeaderTimeout,
+    /// No new request within `idle_timeout` of the last answer.
+    IdleTimeout,
+    /// An answer the client took no frame of for `idle_timeout`.
+    Stalled,
+    /// Closed to make room for another client (see the module's documentation).
+    Evicted,
+}
+
+impl Closed {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Closed::HeaderTimeout => "header_timeout",
+            Closed::IdleTimeout => "idle_timeout",
+            Closed::Stalled => "stalled",
+            Closed::Evicted => "evicted",
+        }
+    }
+}
+
+/// A connection's place among the open ones; dropping it frees the place.
+pub struct Slot {
+    connections: Arc<Connections>,
+    id: u64,
+    pub activity: Arc<Activity>,
+}
+
+impl Connections {
+    pub fn new(limits: Limits) -> Arc<Connections> {
+        Arc::new(Connections {
+            limits,
+            open: Mutex::new(Open::default()),
+            room: Notify::new(),
+        })
+    }
+
+    /// Whether `peer` holds its cap of connections already.
+    pub fn refuses(&self, peer: IpAddr) -> bool {
+        let capped = self.limits.max_per_address > 0 && !self.limits.trusted_proxies.contains(peer);
+        let open = self.open.lock().expect("not poisoned");
+        capped
+            && open
+                .per_address
+                .get(&counted_as(peer))
+                .copied()
+                .unwrap_or(0)
+                >= self.limits.max_per_address
+    }
+
+    /// Returns once one more connection may be served, closing one if the API is full (see
+    /// the module's documentation); looks again every [`EVICTION_GRACE`] while none may be
+    /// taken.
+    pub async fn room_for_one(&self) {
+        loop {
+            let freed = self.room.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut open = self.open.lock().expect("not poisoned");
+                if open.by_id.len() < self.limits.max_connections.max(1) {
+                    return;
+                }
+                if let Some(id) = open.to_close() {
+                    let (address, activity) = open.remove(id).expect("just found");
+                    tracing::debug!(%address, "closing a connection to make room");
+                    activity.evicted.cancel();
+                    metrics::set_open_connections(open.by_id.len());
+                    return;
+                }
+            }
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep(EVICTION_GRACE) => {}
+            }
+        }
+    }
+
+    /// A place for a connection from `peer` (see [`Connections::refuses`] and
+    /// [`Connections::room_for_one`], which come first).
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Slot {
+        let mut open = self.open.lock().expect("not poisoned");
+        let address = counted_as(peer);
+        let id = open.next_id;
+        open.next_id += 1;
+        let activity = Arc::new(Activity {
+            in_flight: AtomicUsize::new(0),
+            served: AtomicBool::new(false),
+            last_progress: Mutex::new(Instant::now()),
+            answers: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(0),
+            changed: Notify::new(),
+            evicted: CancellationToken::new(),
+        });
+        open.by_id.insert(id, (address, activity.clone()));
+        *open.per_address.entry(address).or_default() += 1;
+        metrics::set_open_connections(open.by_id.len());
+        Slot {
+            connections: self.clone(),
+            id,
+            activity,
+        }
+    }
+
+    /// Resolves when the connection must close: its deadline passed, or it was closed to make
+    /// room. A request being handled (a wait, an upload: each bounded by its own limit) has no
+    /// deadline here; an answer being sent has its own.
+    async fn deadline(&self, activity: &Activity) -> Closed {
+        loop {
+            let changed = activity.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let limit_and_since = if activity.in_flight.load(Ordering::Acquire) == 0 {
+                let served = activity.served.load(Ordering::Acquire);
+                let (limit, reason) = match served {
+                    true => (self.limits.idle_timeout, Closed::IdleTimeout),
+                    false => (self.limits.header_timeout, Closed::HeaderTimeout),
+                };
+                Some((
+                    limit,
+                    *activity.last_progress.lock().expect("not poisoned"),
+                    reason,
+                ))
+            } else {
+                activity
+                    .oldest_answer_frame()
+                    .map(|since| (self.limits.idle_timeout, since, Closed::Stalled))
+            };
+            let wait = async {
+                match limit_and_since {
+                    Some((limit, since, _)) => tokio::time::sleep_until(since + limit).await,
+                    None => std::future::pending().await,
+                }
+            };
+            if let Some((limit, since, reason)) = limit_and_since {
+                if since.elapsed() >= limit {
+                    return reason;
+                }
+            }
+            tokio::select! {
+                () = activity.evicted.cancelled() => return Closed::Evicted,
+                () = changed => {}
+                () = wait => {}
+            }
+        }
+    }
+}
+
+impl Open {
+    fn remove(&mut self, id: u64) -> Option<(IpAddr, Arc<Activity>)> {
+        let (address, activity) = self.by_id.remove(&id)?;
+        if let Some(held) = self.per_address.get_mut(&address) {
+            *held -= 1;
+            if *held == 0 {
+                self.per_address.remove(&address);
+            }
+        }
+        Some((address, activity))
+    }
+}
+
+impl Slot {
+    /// See [`Connections::deadline`].
+    pub async fn deadline(&self) -> Closed {
+        self.connections.deadline(&self.activity).await
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.connections.open.lock().expect("not poisoned");
+        open.remove(self.id);
+        metrics::set_open_connections(open.by_id.len());
+        drop(open);
+        self.connections.room.notify_one();
+    }
+}
+
+impl Activity {
+    /// Marks a request as being served until the returned guard is dropped (with its
+    /// response's body, which may stream long after the handler returned).
+    pub fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.served.store(true, Ordering::Release);
+        self.progress();
+        self.changed.notify_one();
+        InFlight {
+            activity: self.clone(),
+            id: self.next_request.fetch_add(1, Ordering::Relaxed),
+            answering: false,
+        }
+    }
+
+    /// Something moved on the connection: a frame of a request's body arrived, say.
+    pub fn progress(&self) {
+        *self.last_progress.lock().expect("not poisoned") = Instant::now();
+    }
+
+    /// Accepted less than [`EVICTION_GRACE`] ago and no request yet: it has not had time to
+    /// send one.
+    fn is_newcomer(&self) -> bool {
+        !self.served.load(Ordering::Acquire)
+            && self.in_flight.load(Ordering::Acquire) == 0
+            && self.quiet_for() < EVICTION_GRACE
+    }
+
+    fn quiet_for(&self) -> Duration {
+        self.last_progress.lock().expect("not poisoned").elapsed()
+    }
+
+    /// When the answer that has gone longest without a frame taken took its last one.
+    fn oldest_answer_frame(&self) -> Option<Instant> {
+        self.answers
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .min()
+            .copied()
+    }
+}
+
+/// A request in flight on a connection.
+pub struct InFlight {
+    activity: Arc<Activity>,
+    id: u64,
+    answering: bool,
+}
+
+impl InFlight {
+    /// The handler answered: from now on the request moves only when the client takes a frame
+    /// of the answer ([`InFlight::progress`]).
+    pub fn answering(&mut self) {
+        if !self.answering {
+            self.answering = true;
+            let now = Instant::now();
+            self.activity
+                .answers
+                .lock()
+                .expect("not poisoned")
+                .insert(self.id, now);
+            self.activity.progress();
+            self.activity.changed.notify_one();
+        }
+    }
+
+    /// The client took a frame of the answer.
+    pub fn progress(&self) {
+        let now = Instant::now();
+        if let Some(last) = self
+            .activity
+            .answers
+            .lock()
+            .expect("not poisoned")
+            .get_mut(&self.id)
+        {
+            *last = now;
+        }
+        self.activity.progress();
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.activity.progress();
+        if self.answering {
+            self.activity
+                .answers
+                .lock()
+                .expect("not poisoned")
+                .remove(&self.id);
+        }
+        self.activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.activity.changed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+use super::*;
+
+fn limits(max_connections: usize, max_per_address: usize) -> Limits {
+    Limits {
+        max_connections,
+        max_per_address,
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(30),
+        trusted_proxies: TrustedProxies::parse("10.0.0.0/8", "x-forwarded-for").unwrap(),
+    }
+}
+
+const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
+const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
+
+#[test]
+fn one_address_holds_at_most_its_cap_unless_it_is_a_trusted_proxy() {
+    let connections = Connections::new(limits(100, 2));
+    let held: Vec<Slot> = (0..2).map(|_| connections.admit(A)).collect();
+    assert!(connections.refuses(A));
+    assert!(!connections.refuses(B));
+    drop(held);
+    assert!(!connections.refuses(A));
+    let proxy: IpAddr = "10.1.2.3".parse().unwrap();
+    let _through_proxy: Vec<Slot> = (0..5).map(|_| connections.admit(proxy)).collect();
+    assert!(!connections.refuses(proxy));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_api_closes_a_connection_of_the_address_holding_the_most_however_busy() {
+    let connections = Connections::new(limits(4, 0));
+    let lone = connections.admit(B);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let busy: Vec<Slot> = (0..3).map(|_| connections.admit(A)).collect();
+    let _requests: Vec<InFlight> = busy.iter().map(|slot| slot.activity.begin()).collect();
+    connections.room_for_one().await;
+    assert!(
+        !lone.activity.evicted.is_cancelled(),
+        "the lone idle one stays"
+    );
+    let taken = busy
+        .iter()
+        .filter(|slot| slot.activity.evicted.is_cancelled());
+    assert_eq!(taken.count(), 1);
+    // Within the address, an idle connection goes before one serving a request.
+    let idle = connections.admit(A);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    connections.room_for_one().await;
+    assert!(idle.activity.evicted.is_cancelled());
+    assert_eq!(connections.deadline(&idle.activity).await, Closed::Evicted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_every_address_holds_one_the_network_holding_the_most_gives_way() {
+    let connections = Connections::new(limits(4, 0));
+    let lone = connections.admit("2001:db8:9999::1".parse().unwrap());
+    tokio::time::advance(Duration::from_secs(5)).await;
+    // Three /64s of one /48, each in a /56 of its own, each connection serving a request.
+    let subscriber: Vec<Slot> = [
+        "2001:db8:1:100::1",
+        "2001:db8:1:200::1",
+        "2001:db8:1:300::1",
+    ]
+    .iter()
+    .map(|address| connections.admit(address.parse().unwrap()))
+    .collect();
+    let _requests: Vec<InFlight> = subscriber
+        .iter()
+        .map(|slot| slot.activity.begin())
+        .collect();
+    connections.room_for_one().await;
+    assert!(!lone.activity.evicted.is_cancelled(), "the lone one stays");
+    let taken = subscriber
+        .iter()
+        .filter(|slot| slot.activity.evicted.is_cancelled());
+    assert_eq!(taken.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_of_the_heaviest_address_has_time_to_send_its_request() {
+    let connections = Connections::new(limits(2, 0));
+    let old = connections.admit(A);
+    let _request = old.activity.begin();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let newcomer = connections.admit(A);
+    connections.room_for_one().await;
+    assert!(!newcomer.activity.evicted.is_cancelled());
+    assert!(old.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_of_newcomers_only_leaves_room_taken_elsewhere() {
+    let connections = Connections::new(limits(3, 0));
+    let idle = connections.admit(B);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let _newcomers: Vec<Slot> = (0..2)
+        .map(|_| connections.admit("198.51.100.1".parse().unwrap()))
+        .collect();
+    connections.room_for_one().await;
+    assert!(idle.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_nobody_takes_closes_its_connection_whatever_the_others_do() {
+    let connections = Connections::new(limits(10, 0));
+    let slot = Arc::new(connections.admit(A));
+    let mut stalled = slot.activity.begin();
+    stalled.answering();
+    let mut moving = slot.activity.begin();
+    moving.answering();
+    let started = Instant::now();
+    let watched = slot.clone();
+    let watcher = tokio::spawn(async move { watched.deadline().await });
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        moving.progress();
+    }
+    assert_eq!(watcher.await.unwrap(), Closed::Stalled);
+    assert!(started.elapsed() >= Duration::from_secs(30));
+    drop((stalled, moving));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_is_never_taken_before_it_could_send_its_request() {
+    let connections = Connections::new(limits(1, 0));
+    let newcomer = connections.admit(A);
+    let started = Instant::now();
+    connections.room_for_one().await;
+    assert!(started.elapsed() >= EVICTION_GRACE);
+    assert!(newcomer.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_idle_deadline_runs_from_the_end_of_the_last_request() {
+    let connections = Connections::new(Limits {
+        idle_timeout: Duration::from_secs(2),
+        ..limits(10, 0)
+    });
+    let slot = connections.admit(A);
+    let activity = slot.activity.clone();
+    let watched = connections.clone();
+    let watcher = tokio::spawn(async move { watched.deadline(&slot.activity).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let request = activity.begin();
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    drop(request);
+    let ended = Instant::now();
+    assert_eq!(watcher.await.unwrap(), Closed::IdleTimeout);
+    assert_eq!(ended.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_the_client_stops_taking_is_closed_after_the_idle_timeout() {
+    let connections = Connections::new(limits(10, 0));
+    let slot = connections.admit(A);
+    let mut request = slot.activity.begin();
+    request.answering();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    request.progress();
+    let taken = Instant::now();
+    assert_eq!(connections.deadline(&slot.activity).await, Closed::Stalled);
+    assert_eq!(taken.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_connection_meets_the_header_deadline_and_an_idle_one_the_idle_deadline() {
+    let connections = Connections::new(limits(10, 0));
+    let silent = connections.admit(A);
+    let started = Instant::now();
+    assert_eq!(
+        connections.deadline(&silent.activity).await,
+        Closed::HeaderTimeout
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(10));
+
+    let kept_alive = connections.admit(A);
+    let request = kept_alive.activity.begin();
+    tokio::time::advance(Duration::from_secs(100)).await;
+    drop(request);
+    let answered = Instant::now();
+    assert_eq!(
+        connections.deadline(&kept_alive.activity).await,
+        Closed::IdleTimeout
+    );
+    assert_eq!(answered.elapsed(), Duration::from_secs(30));
+}

@@ -1,0 +1,114 @@
+//! The connections of the database pool one project may hold at once. The pool is every
+//! project's: a project whose statements are slow (a listing over millions of jobs, a delete
+//! that cascades) holds a quarter of it at most and waits for its own, and the others are
+//! served.
+
+use crate::problem::Problem;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use texfleet_core::db::{self, Pool, PooledClient};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use uuid::Uuid;
+
+/// How long a request waits for one of its project's connections.
+const WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct ProjectDatabase {
+    pool: Pool,
+    shares: Shares,
+}
+
+/// A connection of the pool, held as its project's until dropped.
+pub struct ProjectClient {
+    client: PooledClient,
+    _share: OwnedSemaphorePermit,
+}
+
+impl ProjectDatabase {
+    pub fn new(pool: Pool) -> ProjectDatabase {
+        let per_project = (pool.status().max_size / 4).max(1);
+        ProjectDatabase {
+            pool,
+            shares: Shares::new(per_project),
+        }
+    }
+
+    /// A connection for `project`, once it holds fewer than its share.
+    pub async fn client(&self, project: Uuid) -> Result<ProjectClient, Problem> {
+        let share = self.shares.take(project).await?;
+        let client = self.pool.get().await.map_err(db::DbError::from)?;
+        Ok(ProjectClient {
+            client,
+            _share: share,
+        })
+    }
+}
+
+impl std::ops::Deref for ProjectClient {
+    type Target = PooledClient;
+
+    fn deref(&self) -> &PooledClient {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for ProjectClient {
+    fn deref_mut(&mut self) -> &mut PooledClient {
+        &mut self.client
+    }
+}
+
+/// Each project's share of the pool, keyed by authenticated projects only.
+#[derive(Clone)]
+struct Shares {
+    per_project: usize,
+    shares: Arc<Mutex<HashMap<Uuid, Arc<Semaphore>>>>,
+}
+
+impl Shares {
+    fn new(per_project: usize) -> Shares {
+        Shares {
+            per_project,
+            shares: Arc::default(),
+        }
+    }
+
+    async fn take(&self, project: Uuid) -> Result<OwnedSemaphorePermit, Problem> {
+        let share = self
+            .shares
+            .lock()
+            .expect("not poisoned")
+            .entry(project)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_project)))
+            .clone();
+        let taken = tokio::time::timeout(WAIT, share.acquire_owned()).await;
+        let busy = "this project's requests hold their share of the database; retry";
+        Ok(taken
+            .map_err(|_| Problem::unavailable(busy))?
+            .expect("never closed"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_project_waits_for_its_own_share_while_others_are_served() {
+        let shares = Shares::new(2);
+        let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let held = (
+            shares.take(one).await.unwrap(),
+            shares.take(one).await.unwrap(),
+        );
+        assert!(
+            shares.take(one).await.is_err(),
+            "a third waits, then gives up"
+        );
+        assert!(shares.take(other).await.is_ok());
+        drop(held);
+        assert!(shares.take(one).await.is_ok());
+    }
+}

@@ -1,0 +1,259 @@
+//! Request bodies while they arrive. Each is kept whole until its last byte, so slow uploads
+//! near `max_body_bytes` could hold the host's memory: the API holds at most
+//! [`BUDGET_BODIES`] of the largest at once, and one project at most a quarter of that, so that
+//! one project's stalled uploads leave room for everyone else's.
+
+use axum::body::{Body, Bytes};
+use http_body_util::BodyExt;
+use hyper::body::Body as _;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use uuid::Uuid;
+
+/// The most of an oversized body that is read (and dropped) before the `413`, so that a
+/// client that writes its whole body before it reads gets the answer, not a broken pipe.
+const MAX_DRAINED_BYTES: usize = 256 * 1024 * 1024;
+/// Bodies of `max_body_bytes` the API may hold while they arrive.
+const BUDGET_BODIES: usize = 16;
+/// The share of the budget one project may hold.
+const PROJECT_SHARE: usize = 4;
+
+/// Why a request body could not be had.
+#[derive(Debug)]
+pub enum BodyError {
+    /// Larger than the limit (read to its end, up to a bound, so the client hears why).
+    TooLarge,
+    /// Not received within the body timeout.
+    TimedOut,
+    /// The connection broke while it was sent.
+    Broken,
+    /// The API, or this project, holds its share of bodies being received already.
+    Busy,
+}
+
+/// The KiB of bodies being received, in all and per project.
+#[derive(Clone)]
+pub struct ReceivingBudget {
+    total: Arc<Semaphore>,
+    per_project_kib: usize,
+    projects: Arc<Mutex<HashMap<Uuid, usize>>>,
+}
+
+/// What one body holds of the budget; dropping it gives it back.
+pub struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    project: Uuid,
+    projects: Arc<Mutex<HashMap<Uuid, usize>>>,
+}
+
+impl ReceivingBudget {
+    pub fn new(max_body_bytes: usize) -> ReceivingBudget {
+        let kib = (BUDGET_BODIES * max_body_bytes)
+            .div_ceil(1024)
+            .min(Semaphore::MAX_PERMITS);
+        ReceivingBudget {
+            total: Arc::new(Semaphore::new(kib)),
+            per_project_kib: kib / PROJECT_SHARE,
+            projects: Arc::default(),
+        }
+    }
+
+    fn hold(&self, project: Uuid) -> Held {
+        Held {
+            permit: None,
+            project,
+            projects: self.projects.clone(),
+        }
+    }
+
+    /// `kib` more for `held`, if neither its project's share nor the whole budget is spent.
+    fn grow(&self, held: &mut Held, kib: usize) -> Result<(), BodyError> {
+        let mut projects = self.projects.lock().expect("not poisoned");
+        let project = projects.entry(held.project).or_insert(0);
+        if *project + kib > self.per_project_kib {
+            return Err(BodyError::Busy);
+        }
+        let more = self
+            .total
+            .clone()
+            .try_acquire_many_owned(kib as u32)
+            .map_err(|_| BodyError::Busy)?;
+        *project += kib;
+        match &mut held.permit {
+            Some(permit) => permit.merge(more),
+            None => held.permit = Some(more),
+        }
+        Ok(())
+    }
+}
+
+impl Held {
+    fn kib(&self) -> usize {
+        self.permit
+            .as_ref()
+            .map_or(0, |permit| permit.num_permits())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let kib = self.kib();
+        let mut projects = self.projects.lock().expect("not poisoned");
+        if let Some(project) = projects.get_mut(&self.project) {
+            *project -= kib;
+            if *project == 0 {
+                projects.remove(&self.project);
+            }
+        }
+    }
+}
+
+/// The whole body, if it is at most `limit` bytes and arrives within `timeout`, and its place
+/// in the budget, as `project`'s: the caller keeps that for as long as it holds what it makes
+/// of the body.
+pub async fn read_body(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+    budget: &ReceivingBudget,
+    project: Uuid,
+) -> Result<(Bytes, Held), BodyError> {
+    let budget = budget.clone();
+    let read = async move {
+        let mut body = body;
+        // With a declared length the buffer is the body's size; without, it doubles as it
+        // grows, and what it takes is what the budget counts.
+        let declared = (body.size_hint().exact().unwrap_or(0) as usize).min(limit);
+        let mut held = budget.hold(project);
+        budget.grow(&mut held, declared.div_ceil(1024))?;
+        let mut collected = Vec::with_capacity(declared);
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| BodyError::Broken)?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            seen += data.len();
+            if seen <= limit {
+                collected.extend_from_slice(&data);
+                // A KiB of the budget for each KiB held, taken as the body grows.
+                let wanted = collected.capacity().div_ceil(1024);
+                if wanted > held.kib() {
+                    let more = wanted - held.kib();
+                    budget.grow(&mut held, more)?;
+                }
+            } else if seen > MAX_DRAINED_BYTES {
+                return Err(BodyError::TooLarge);
+            }
+        }
+        if seen > limit {
+            return Err(BodyError::TooLarge);
+        }
+        Ok((Bytes::from(collected), held))
+    };
+    tokio::time::timeout(timeout, read)
+        .await
+        .unwrap_or(Err(BodyError::TimedOut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_of(bytes: usize) -> Body {
+        Body::from(vec![b'x'; bytes])
+    }
+
+    #[tokio::test]
+    async fn one_project_holds_a_quarter_of_the_budget_and_gives_it_back() {
+        let budget = ReceivingBudget::new(1024 * 1024);
+        let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let mut body = budget.hold(one);
+            budget.grow(&mut body, 1024).unwrap();
+            held.push(body);
+        }
+        let mut fifth = budget.hold(one);
+        assert!(matches!(budget.grow(&mut fifth, 1), Err(BodyError::Busy)));
+        let mut others = budget.hold(other);
+        budget.grow(&mut others, 1024).unwrap();
+        drop((held, fifth, others));
+        assert!(budget.projects.lock().unwrap().is_empty());
+        assert_eq!(budget.total.available_permits(), 16 * 1024);
+    }
+
+    /// A body that declares its length and never sends a byte.
+    struct Declared(u64);
+
+    impl hyper::body::Body for Declared {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Pending
+        }
+
+        fn size_hint(&self) -> hyper::body::SizeHint {
+            hyper::body::SizeHint::with_exact(self.0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_is_charged_before_a_byte_arrives_and_until_the_caller_lets_go() {
+        let budget = ReceivingBudget::new(4096);
+        let project = Uuid::new_v4();
+        let declared = Body::new(Declared(4096 * 4 + 1));
+        let refused = read_body(declared, 1 << 20, Duration::from_secs(5), &budget, project);
+        assert!(matches!(refused.await, Err(BodyError::Busy)));
+        let (_, place) = read_body(
+            body_of(4096),
+            4096,
+            Duration::from_secs(5),
+            &budget,
+            project,
+        )
+        .await
+        .unwrap();
+        assert_eq!(budget.total.available_permits(), 64 - 4);
+        drop(place);
+        assert_eq!(budget.total.available_permits(), 64);
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_read_whole_and_holds_nothing_after() {
+        let budget = ReceivingBudget::new(4096);
+        let project = Uuid::new_v4();
+        let read = read_body(
+            body_of(4096),
+            4096,
+            Duration::from_secs(5),
+            &budget,
+            project,
+        );
+        assert_eq!(read.await.unwrap().0.len(), 4096);
+        let over = read_body(
+            body_of(4097),
+            4096,
+            Duration::from_secs(5),
+            &budget,
+            project,
+        );
+        assert!(matches!(over.await, Err(BodyError::TooLarge)));
+        // A quarter of sixteen bodies is four: a fifth body's worth is refused.
+        let busy = read_body(
+            body_of(4096 * 4 + 1),
+            1 << 20,
+            Duration::from_secs(5),
+            &budget,
+            project,
+        );
+        assert!(matches!(busy.await, Err(BodyError::Busy)));
+        assert!(budget.projects.lock().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,97 @@
+//! One project cannot take the API's database from the others: the API's statements end after
+//! 10 s, and a project's requests hold a quarter of the pool at most, against the real API and
+//! Postgres.
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use texfleet_e2e::{TestApp, HELLO};
+
+#[tokio::test]
+async fn the_api_s_statements_are_bounded_in_time() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let pool = texfleet_core::db::api_pool(&app.config).unwrap();
+    let client = pool.get().await.unwrap();
+    let timeout: String = client
+        .query_one("SHOW statement_timeout", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(timeout, "10s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_whose_statements_wait_leaves_the_pool_to_another() {
+    // A pool of four connections, of which one project holds one.
+    let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
+    let job = app.submit(json!({ "input_latex": HELLO })).await;
+    let path = format!("/compile/{}", job["id"].as_str().unwrap());
+
+    // Another transaction holds the job's row: each cancel of it waits for the lock.
+    let mut owner = app.pool.get().await.unwrap();
+    let lock = owner.transaction().await.unwrap();
+    lock.execute(
+        "SELECT 1 FROM jobs WHERE id = $1::text::uuid FOR UPDATE",
+        &[&job["id"].as_str().unwrap()],
+    )
+    .await
+    .unwrap();
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..5 {
+        let request = app
+            .http
+            .delete(format!("{}{path}", app.url))
+            .bearer_auth(&app.token);
+        let answers = answers.clone();
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            answers.send((status, response.json::<Value>().await.unwrap_or_default()))
+        });
+    }
+    while waiting_on_a_lock(&app).await == 0 {
+        assert!(
+            answered.try_recv().is_err(),
+            "a cancel was answered while the row was locked"
+        );
+    }
+
+    let (other, token) = app.other_project().await;
+    let started = Instant::now();
+    let response = tokio::time::timeout(
+        Duration::from_secs(3),
+        app.post_as(
+            &token,
+            "/compile",
+            &json!({ "project_id": other, "input_latex": HELLO }),
+        ),
+    )
+    .await
+    .expect("another project is served while the first one's statements wait");
+    assert_eq!(response.status(), 202, "{:?}", started.elapsed());
+
+    // Four cancels wait for the project's one connection, then give up; the fifth holds it.
+    for _ in 0..4 {
+        let (status, problem) = answered.recv().await.unwrap();
+        assert_eq!(status, 503, "{problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("their share of the database"), "{detail}");
+    }
+    lock.rollback().await.unwrap();
+    let (status, cancelled) = answered.recv().await.unwrap();
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "Cancelled");
+}
+
+/// How many of the API's statements on this test's database wait for a lock.
+async fn waiting_on_a_lock(app: &TestApp) -> i64 {
+    let client = app.pool.get().await.unwrap();
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND usename = 'texfleet_api' AND wait_event_type = 'Lock'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
