@@ -8,20 +8,24 @@
 //! with an answer of which the client has taken no frame for `idle_timeout` (a TCP or HTTP/2
 //! window left shut) is closed too, whatever its other requests do.
 //!
-//! When the API is full and a client arrives, a connection is closed to make room: one of the
-//! client that holds the most, its oldest progress (idle ones first), so that a client with
-//! many connections, however busy it keeps them, gives way before one with few (as nginx
+//! Every connection is accepted at once: a listener that stopped accepting while the API is
+//! full would leave the kernel's backlog to fill with one client's connections and drop
+//! everyone else's. When a connection arrives at a full API, one is closed to make room: one
+//! of the client that holds the most, its oldest progress (idle ones first), so that a client
+//! with many connections, however busy it keeps them, gives way before one with few (as nginx
 //! reuses its keep-alive connections, and per address). The client is found from the top: the
 //! IPv4 /16 or IPv6 /48 holding the most, within it the /24 or /56, within that the address
-//! (an IPv6 /64), so that one subscriber's many addresses count as one. A connection accepted
-//! less than [`EVICTION_GRACE`] ago that has sent no request is never taken: a newcomer has
-//! time to send its request. When every /16 and /48 holds one connection, the one whose last
-//! progress is the oldest goes, but none younger than [`EVICTION_GRACE`]. One address holds
+//! (an IPv6 /64), so that one subscriber's many addresses count as one. Of that client's
+//! connections, one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
+//! newcomer) goes last: it has time to send its request unless the client holds nothing else,
+//! as when it opens and drops connections faster than the grace. When every /16 and /48 holds
+//! one connection, that choice is made among all of them. One address holds
 //! at most `max_per_address` connections, except a trusted proxy, whose connections carry
 //! everyone's requests.
 
 use crate::client_address::{counted_as, TrustedProxies};
 use crate::metrics;
+use open::Open;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -32,6 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod eviction;
+mod open;
 
 /// How long a connection's last progress must lie back before it may be closed to make room.
 pub const EVICTION_GRACE: Duration = Duration::from_secs(1);
@@ -49,15 +54,6 @@ pub struct Limits {
 pub struct Connections {
     limits: Limits,
     open: Mutex<Open>,
-    /// Notified whenever a connection closes.
-    room: Notify,
-}
-
-#[derive(Default)]
-struct Open {
-    next_id: u64,
-    by_id: HashMap<u64, (IpAddr, Arc<Activity>)>,
-    per_address: HashMap<IpAddr, usize>,
 }
 
 /// What one connection is doing, shared by its task, its requests and the registry.
@@ -110,7 +106,6 @@ impl Connections {
         Arc::new(Connections {
             limits,
             open: Mutex::new(Open::default()),
-            room: Notify::new(),
         })
     }
 
@@ -118,50 +113,15 @@ impl Connections {
     pub fn refuses(&self, peer: IpAddr) -> bool {
         let capped = self.limits.max_per_address > 0 && !self.limits.trusted_proxies.contains(peer);
         let open = self.open.lock().expect("not poisoned");
-        capped
-            && open
-                .per_address
-                .get(&counted_as(peer))
-                .copied()
-                .unwrap_or(0)
-                >= self.limits.max_per_address
+        capped && open.held_by(counted_as(peer)) >= self.limits.max_per_address
     }
 
-    /// Returns once one more connection may be served, closing one if the API is full (see
-    /// the module's documentation); looks again every [`EVICTION_GRACE`] while none may be
-    /// taken.
-    pub async fn room_for_one(&self) {
-        loop {
-            let freed = self.room.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            {
-                let mut open = self.open.lock().expect("not poisoned");
-                if open.by_id.len() < self.limits.max_connections.max(1) {
-                    return;
-                }
-                if let Some(id) = open.to_close() {
-                    let (address, activity) = open.remove(id).expect("just found");
-                    tracing::debug!(%address, "closing a connection to make room");
-                    activity.evicted.cancel();
-                    metrics::set_open_connections(open.by_id.len());
-                    return;
-                }
-            }
-            tokio::select! {
-                () = freed => {}
-                () = tokio::time::sleep(EVICTION_GRACE) => {}
-            }
-        }
-    }
-
-    /// A place for a connection from `peer` (see [`Connections::refuses`] and
-    /// [`Connections::room_for_one`], which come first).
+    /// A place for a connection from `peer` ([`Connections::refuses`] comes first); when the
+    /// API is full, another connection is closed to make room (see the module's
+    /// documentation).
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Slot {
         let mut open = self.open.lock().expect("not poisoned");
         let address = counted_as(peer);
-        let id = open.next_id;
-        open.next_id += 1;
         let activity = Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
             served: AtomicBool::new(false),
@@ -171,8 +131,13 @@ impl Connections {
             changed: Notify::new(),
             evicted: CancellationToken::new(),
         });
-        open.by_id.insert(id, (address, activity.clone()));
-        *open.per_address.entry(address).or_default() += 1;
+        let id = open.insert(address, activity.clone());
+        if open.by_id.len() > self.limits.max_connections.max(1) {
+            if let Some((address, closed)) = open.to_close().and_then(|id| open.remove(id)) {
+                tracing::debug!(%address, "closing a connection to make room");
+                closed.evicted.cancel();
+            }
+        }
         metrics::set_open_connections(open.by_id.len());
         Slot {
             connections: self.clone(),
@@ -225,19 +190,6 @@ impl Connections {
     }
 }
 
-impl Open {
-    fn remove(&mut self, id: u64) -> Option<(IpAddr, Arc<Activity>)> {
-        let (address, activity) = self.by_id.remove(&id)?;
-        if let Some(held) = self.per_address.get_mut(&address) {
-            *held -= 1;
-            if *held == 0 {
-                self.per_address.remove(&address);
-            }
-        }
-        Some((address, activity))
-    }
-}
-
 impl Slot {
     /// See [`Connections::deadline`].
     pub async fn deadline(&self) -> Closed {
@@ -250,8 +202,6 @@ impl Drop for Slot {
         let mut open = self.connections.open.lock().expect("not poisoned");
         open.remove(self.id);
         metrics::set_open_connections(open.by_id.len());
-        drop(open);
-        self.connections.room.notify_one();
     }
 }
 

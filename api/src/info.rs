@@ -32,7 +32,8 @@ const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
     "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
     "limits": { "max_body_bytes": 52428800, "max_files": 500, "max_path_bytes": 255,
                 "max_path_depth": 8, "default_timeout_seconds": 60, "max_timeout_seconds": 300,
-                "max_queued_per_project": 1000, "max_pdf_bytes": 52428800,
+                "max_queued_per_project": 1000, "max_queued_bytes_per_project": 1073741824,
+                "max_pdf_bytes": 52428800,
                 "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 }
 }))]
 pub struct Info {
@@ -64,6 +65,9 @@ pub struct Limits {
     max_timeout_seconds: u32,
     /// Jobs of one project that may wait in the queue before `POST /compile` answers `429`.
     max_queued_per_project: i64,
+    /// Bytes of sources (paths and contents) the queued jobs of one project may hold before
+    /// `POST /compile` answers `429`.
+    max_queued_bytes_per_project: i64,
     max_pdf_bytes: usize,
     max_log_bytes: usize,
     /// Memory of one compile, in MiB.
@@ -112,6 +116,7 @@ pub async fn info(
             default_timeout_seconds: config.default_timeout_seconds,
             max_timeout_seconds: config.max_timeout_seconds,
             max_queued_per_project: config.max_queued_per_project,
+            max_queued_bytes_per_project: config.max_queued_bytes_per_project,
             max_pdf_bytes: config.max_pdf_bytes,
             max_log_bytes: config.max_log_bytes,
             memory_mb: config.sandbox_memory_mb,

@@ -27,6 +27,8 @@ mod serve;
 mod submit;
 mod webhooks;
 
+pub use serve::bind;
+
 use axum::http::{header, HeaderValue};
 use axum::routing::get;
 use axum::{Json, Router};

@@ -10,7 +10,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use texfleet_core::db::DbError;
+use texfleet_core::config::Config;
+use texfleet_core::db::{DbError, QueueLimit};
 use texfleet_core::storage::StorageError;
 use tracing::Instrument;
 use utoipa::ToSchema;
@@ -239,13 +240,23 @@ impl Problem {
         }
     }
 
-    pub fn queue_full(limit: i64) -> Problem {
+    pub fn queue_full(limit: QueueLimit, config: &Config) -> Problem {
+        let detail = match limit {
+            QueueLimit::Jobs => format!(
+                "the project already has {} queued jobs",
+                config.max_queued_per_project
+            ),
+            QueueLimit::SourceBytes => format!(
+                "the project's queued jobs and this one would hold more than {} bytes of sources",
+                config.max_queued_bytes_per_project
+            ),
+        };
         Problem {
             retry_after: Some(RETRY_AFTER_QUEUE_FULL),
             ..Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 ProblemCode::QueueFull,
-                format!("the project already has {limit} queued jobs"),
+                detail,
             )
         }
     }

@@ -33,6 +33,26 @@ const HTTP2_PING: Duration = Duration::from_secs(20);
 /// may hold a database or S3 connection while its client reads slowly.
 const HTTP2_STREAMS: u32 = 32;
 
+/// Connections the kernel may hold for the API before it accepts them (Linux caps it at
+/// `net.core.somaxconn`, 4096 by default): a burst from one client that fills a short backlog
+/// makes every other client's connect wait for its SYN to be sent again, a second and more.
+const BACKLOG: u32 = 4096;
+
+/// A listener on `address` (`host:port`) with room for [`BACKLOG`] connections.
+pub async fn bind(address: &str) -> std::io::Result<TcpListener> {
+    let address = tokio::net::lookup_host(address)
+        .await?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{address} names no address")))?;
+    let socket = match address {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(BACKLOG)
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
@@ -74,11 +94,6 @@ pub async fn serve(
         if connections.refuses(peer.ip()) {
             metrics::CONNECTIONS_REFUSED.inc();
             continue;
-        }
-        // While no connection can be taken, this one waits and newcomers wait in the backlog.
-        tokio::select! {
-            () = connections.room_for_one() => {}
-            () = &mut shutdown => break,
         }
         let slot = connections.admit(peer.ip());
         let connection = serve_connection(&builder, stream, slot, router.clone(), &graceful);

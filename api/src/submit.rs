@@ -118,6 +118,7 @@ async fn insert(
     let admission = db::Admission {
         max_attempts: config.max_attempts,
         max_queued: config.max_queued_per_project,
+        max_queued_bytes: config.max_queued_bytes_per_project,
         result_cache: config.result_cache,
         retention_days: config.retention_days,
         scheduler_live_seconds: config.lease_seconds,
@@ -155,7 +156,7 @@ async fn insert(
             job,
             same_request: false,
         } => Err(Problem::idempotency_conflict(job.id)),
-        Submitted::QueueFull => Err(Problem::queue_full(config.max_queued_per_project)),
+        Submitted::QueueFull(limit) => Err(Problem::queue_full(limit, config)),
     }
 }
 

@@ -176,7 +176,7 @@ async fn serve_or_operate(
     match command {
         Command::Api => {
             init_tracing(log_format);
-            let listener = tokio::net::TcpListener::bind(&config.listen_addr)
+            let listener = texfleet_api::bind(&config.listen_addr)
                 .await
                 .with_context(|| format!("binding {}", config.listen_addr))?;
             texfleet_api::serve(config, listener, shutdown_signal()).await

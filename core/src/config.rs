@@ -127,6 +127,9 @@ pub struct Config {
     pub idle_project_slots: usize,
     /// Jobs of one project that may wait in the queue; beyond it `POST /compile` answers 429.
     pub max_queued_per_project: i64,
+    /// Bytes of sources (paths and contents) the queued jobs of one project may hold; beyond
+    /// it `POST /compile` answers 429.
+    pub max_queued_bytes_per_project: i64,
     /// On SIGTERM, how long running compiles may go on before they are handed back to the queue.
     pub shutdown_grace_seconds: u64,
     /// Finished jobs and their objects are deleted after this many days; 0 keeps them forever.
@@ -216,6 +219,7 @@ impl Default for Config {
             max_running_per_project: 4,
             idle_project_slots: 1,
             max_queued_per_project: 1000,
+            max_queued_bytes_per_project: 1024 * 1024 * 1024,
             shutdown_grace_seconds: 30,
             retention_days: 30,
             retention_interval_seconds: 3600,

@@ -220,6 +220,16 @@ pub struct NewJob {
     pub use_cache: bool,
 }
 
+impl NewJob {
+    /// The bytes its sources take in the database: each file's path and content.
+    pub fn source_bytes(&self) -> i64 {
+        self.files
+            .iter()
+            .map(|file| (file.path.len() + file.content.len()) as i64)
+            .sum()
+    }
+}
+
 /// A job a scheduler has claimed, with everything needed to compile it.
 #[derive(Debug, Clone)]
 pub struct ClaimedJob {

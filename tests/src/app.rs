@@ -75,9 +75,7 @@ impl TestApp {
         let pool = db::pool(&config, &config.database_url).unwrap();
         let (project_id, token) = create_project(&pool).await;
 
-        let listener = tokio::net::TcpListener::bind(&config.listen_addr)
-            .await
-            .unwrap();
+        let listener = texfleet_api::bind(&config.listen_addr).await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop_api, api_stopped) = oneshot::channel::<()>();
         tokio::spawn(texfleet_api::serve(config.clone(), listener, async {

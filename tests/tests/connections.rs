@@ -370,6 +370,51 @@ async fn a_few_addresses_keeping_every_connection_busy_leave_room_for_another() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn one_network_opening_and_dropping_silent_connections_leaves_room_for_another() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.max_connections = 50;
+        config.max_connections_per_address = 0;
+    })
+    .await;
+    let address = address_of(&app);
+    // Sixteen addresses of one /24, 1,536 connections at a time, each silent and dropped within
+    // the newcomer grace: more than a listener's usual backlog (1,024), thirty times what the
+    // API holds, every one of them a newcomer.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut churn = tokio::task::JoinSet::new();
+    for host in 1..=16u64 {
+        for connection in 0..96 {
+            let (stop, opened) = (stop.clone(), opened.clone());
+            // Spread over the hold, so that the churn is steady, not in bursts.
+            let phase = Duration::from_millis((connection * 16 + host) * 800 / 1536);
+            churn.spawn(async move {
+                tokio::time::sleep(phase).await;
+                while !stop.is_cancelled() {
+                    let stream = connect_from(&format!("127.1.0.{host}"), address).await;
+                    opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(800)) => {}
+                        () = stop.cancelled() => {}
+                    }
+                    drop(stream);
+                }
+            });
+        }
+    }
+    texfleet_e2e::eventually(Duration::from_secs(30), "the churn fills the API", || {
+        let opened = opened.clone();
+        async move { opened.load(std::sync::atomic::Ordering::Relaxed) >= 3000 }
+    })
+    .await;
+    for _ in 0..10 {
+        served_within(&app, "127.0.0.2", Duration::from_secs(2)).await;
+    }
+    stop.cancel();
+    churn.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn one_project_receiving_bodies_leaves_room_for_another() {
     let app = TestApp::spawn_api_only(|config| {
         config.max_body_bytes = 1024 * 1024;

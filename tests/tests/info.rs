@@ -74,6 +74,10 @@ async fn info_names_the_installation_the_limits_and_the_running_image() {
         app.config.default_timeout_seconds
     );
     assert_eq!(limits["max_files"], 500);
+    assert_eq!(
+        limits["max_queued_bytes_per_project"],
+        app.config.max_queued_bytes_per_project
+    );
     assert_eq!(limits["memory_mb"], app.config.sandbox_memory_mb);
 }
 

@@ -1,68 +1,44 @@
 //! Which connection gives way when the API is full (see [`super`]'s documentation).
 
-use super::{Activity, Open, EVICTION_GRACE};
-use ipnet::{Ipv4Net, Ipv6Net};
-use std::collections::HashMap;
-use std::net::IpAddr;
+use super::open::{network, Open, NETWORKS};
+use super::Activity;
 use std::sync::atomic::Ordering;
+use tokio::time::Instant;
 
 impl Open {
-    /// The connection to close to make room (see the module's documentation): within the
-    /// wide network (IPv4 /16, IPv6 /48) holding the most, the narrower one (/24, /56) holding
-    /// the most, then the address (/32, /64) holding the most, its oldest progress, idle
-    /// first. Only when every wide network holds one does the oldest quiet one anywhere go.
+    /// The connection to close to make room: within the wide network (IPv4 /16, IPv6 /48)
+    /// holding the most, the narrower one (/24, /56) holding the most, within it the address
+    /// (/32, /64) holding the most, the first of its connections to give way ([`order`]). When
+    /// every wide network holds one, the first of all to give way.
     pub(super) fn to_close(&self) -> Option<u64> {
-        // Newcomers are not counted: a client whose connections are all newcomers (opened and
-        // dropped within the grace) would otherwise be chosen with nothing to take.
-        let mut within: Vec<IpAddr> = self
-            .by_id
-            .values()
-            .filter(|(_, activity)| !activity.is_newcomer())
-            .map(|(address, _)| *address)
-            .collect();
-        for (depth, prefixes) in [Some((16, 48)), Some((24, 56)), None]
-            .into_iter()
-            .enumerate()
-        {
-            let mut held: HashMap<IpAddr, usize> = HashMap::new();
-            for address in &within {
-                *held.entry(network(*address, prefixes)).or_default() += 1;
-            }
-            let (heaviest, count) = held.into_iter().max_by_key(|(net, count)| (*count, *net))?;
-            if depth == 0 && count == 1 {
-                return self.oldest(|_, activity| activity.quiet_for() >= EVICTION_GRACE);
-            }
-            within.retain(|address| network(*address, prefixes) == heaviest);
+        let [wide, narrow] = &self.per_network;
+        let (&heaviest, &count) = wide.iter().max_by_key(|&(net, count)| (*count, *net))?;
+        if count == 1 {
+            return self.first_to_give_way(self.by_id.keys());
         }
-        let heaviest = within.first().copied()?;
-        self.oldest(|address, activity| address == heaviest && !activity.is_newcomer())
+        let (&narrower, _) = narrow
+            .iter()
+            .filter(|&(net, _)| network(*net, NETWORKS[0]) == heaviest)
+            .max_by_key(|&(net, count)| (*count, *net))?;
+        let (_, ids) = self
+            .by_address
+            .iter()
+            .filter(|&(address, _)| network(*address, NETWORKS[1]) == narrower)
+            .max_by_key(|&(address, ids)| (ids.len(), *address))?;
+        self.first_to_give_way(ids.iter())
     }
 
-    /// Of the connections `chosen` picks, the one with the oldest progress, idle ones first.
-    fn oldest(&self, chosen: impl Fn(IpAddr, &Activity) -> bool) -> Option<u64> {
-        self.by_id
-            .iter()
-            .filter(|(_, (address, activity))| chosen(*address, activity))
-            .map(|(id, (_, activity))| {
-                let serving = activity.in_flight.load(Ordering::Acquire) > 0;
-                let progress = *activity.last_progress.lock().expect("not poisoned");
-                ((serving, progress), *id)
-            })
+    fn first_to_give_way<'a>(&self, ids: impl Iterator<Item = &'a u64>) -> Option<u64> {
+        ids.filter_map(|id| Some((order(&self.by_id.get(id)?.1), *id)))
             .min()
             .map(|(_, id)| id)
     }
 }
 
-/// The network `address` (already [`counted_as`]) counts in: itself, or with `prefixes` its
-/// IPv4 or IPv6 network of that length.
-fn network(address: IpAddr, prefixes: Option<(u8, u8)>) -> IpAddr {
-    match (prefixes, address) {
-        (None, address) => address,
-        (Some((v4, _)), IpAddr::V4(address)) => {
-            IpAddr::V4(Ipv4Net::new(address, v4).expect("a valid prefix").network())
-        }
-        (Some((_, v6)), IpAddr::V6(address)) => {
-            IpAddr::V6(Ipv6Net::new(address, v6).expect("a valid prefix").network())
-        }
-    }
+/// Which of a client's connections goes first: newcomers last (they have had no time to send
+/// a request), then idle ones before those serving, then the oldest progress.
+fn order(activity: &Activity) -> (bool, bool, Instant) {
+    let serving = activity.in_flight.load(Ordering::Acquire) > 0;
+    let progress = *activity.last_progress.lock().expect("not poisoned");
+    (activity.is_newcomer(), serving, progress)
 }

@@ -26,28 +26,38 @@ fn one_address_holds_at_most_its_cap_unless_it_is_a_trusted_proxy() {
     assert!(!connections.refuses(proxy));
 }
 
+/// An address of a /16 none of the others is in.
+fn elsewhere(host: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(198, 51, 100, host))
+}
+
+fn evicted(slots: &[Slot]) -> usize {
+    slots
+        .iter()
+        .filter(|slot| slot.activity.evicted.is_cancelled())
+        .count()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_api_closes_a_connection_of_the_address_holding_the_most_however_busy() {
-    let connections = Connections::new(limits(4, 0));
+    let connections = Connections::new(limits(5, 0));
     let lone = connections.admit(B);
     tokio::time::advance(Duration::from_secs(5)).await;
     let busy: Vec<Slot> = (0..3).map(|_| connections.admit(A)).collect();
     let _requests: Vec<InFlight> = busy.iter().map(|slot| slot.activity.begin()).collect();
-    connections.room_for_one().await;
+    let idle = connections.admit(A);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    // Within the address, an idle connection goes before one serving a request.
+    let _arriving = connections.admit(elsewhere(1));
+    assert!(idle.activity.evicted.is_cancelled());
+    assert_eq!(connections.deadline(&idle.activity).await, Closed::Evicted);
+    assert_eq!(evicted(&busy), 0);
+    let _arriving = connections.admit(elsewhere(2));
+    assert_eq!(evicted(&busy), 1);
     assert!(
         !lone.activity.evicted.is_cancelled(),
         "the lone idle one stays"
     );
-    let taken = busy
-        .iter()
-        .filter(|slot| slot.activity.evicted.is_cancelled());
-    assert_eq!(taken.count(), 1);
-    // Within the address, an idle connection goes before one serving a request.
-    let idle = connections.admit(A);
-    tokio::time::advance(Duration::from_secs(1)).await;
-    connections.room_for_one().await;
-    assert!(idle.activity.evicted.is_cancelled());
-    assert_eq!(connections.deadline(&idle.activity).await, Closed::Evicted);
 }
 
 #[tokio::test(start_paused = true)]
@@ -68,12 +78,9 @@ async fn when_every_address_holds_one_the_network_holding_the_most_gives_way() {
         .iter()
         .map(|slot| slot.activity.begin())
         .collect();
-    connections.room_for_one().await;
+    let _arriving = connections.admit("2001:db8:7777::1".parse().unwrap());
     assert!(!lone.activity.evicted.is_cancelled(), "the lone one stays");
-    let taken = subscriber
-        .iter()
-        .filter(|slot| slot.activity.evicted.is_cancelled());
-    assert_eq!(taken.count(), 1);
+    assert_eq!(evicted(&subscriber), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -83,21 +90,45 @@ async fn a_newcomer_of_the_heaviest_address_has_time_to_send_its_request() {
     let _request = old.activity.begin();
     tokio::time::advance(Duration::from_secs(5)).await;
     let newcomer = connections.admit(A);
-    connections.room_for_one().await;
+    let _arriving = connections.admit(elsewhere(1));
     assert!(!newcomer.activity.evicted.is_cancelled());
     assert!(old.activity.evicted.is_cancelled());
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_client_of_newcomers_only_leaves_room_taken_elsewhere() {
+async fn a_client_of_newcomers_only_gives_way_when_it_holds_the_most() {
     let connections = Connections::new(limits(3, 0));
     let idle = connections.admit(B);
     tokio::time::advance(Duration::from_secs(5)).await;
-    let _newcomers: Vec<Slot> = (0..2)
-        .map(|_| connections.admit("198.51.100.1".parse().unwrap()))
+    let newcomers: Vec<Slot> = (0..2).map(|_| connections.admit(elsewhere(1))).collect();
+    let _arriving = connections.admit("203.0.113.1".parse().unwrap());
+    assert!(!idle.activity.evicted.is_cancelled());
+    assert_eq!(evicted(&newcomers), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_connection_that_outlived_the_grace_stays_while_another_network_churns() {
+    let connections = Connections::new(limits(3, 0));
+    // Accepted, then slow to send its request: no newcomer any more, and the only one.
+    let slow = connections.admit(B);
+    tokio::time::advance(EVICTION_GRACE * 2).await;
+    let churning: Vec<Slot> = (1..=3)
+        .map(|host| connections.admit(elsewhere(host)))
         .collect();
-    connections.room_for_one().await;
-    assert!(idle.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled());
+    assert_eq!(evicted(&churning), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_only_newcomers_are_open_the_network_holding_the_most_gives_one_at_once() {
+    let connections = Connections::new(limits(3, 0));
+    let lone = connections.admit(B);
+    let churning: Vec<Slot> = (1..=3)
+        .map(|host| connections.admit(elsewhere(host)))
+        .collect();
+    assert!(!lone.activity.evicted.is_cancelled());
+    assert_eq!(evicted(&churning), 1);
+    assert_eq!(connections.open.lock().unwrap().by_id.len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -118,16 +149,6 @@ async fn an_answer_nobody_takes_closes_its_connection_whatever_the_others_do() {
     assert_eq!(watcher.await.unwrap(), Closed::Stalled);
     assert!(started.elapsed() >= Duration::from_secs(30));
     drop((stalled, moving));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_newcomer_is_never_taken_before_it_could_send_its_request() {
-    let connections = Connections::new(limits(1, 0));
-    let newcomer = connections.admit(A);
-    let started = Instant::now();
-    connections.room_for_one().await;
-    assert!(started.elapsed() >= EVICTION_GRACE);
-    assert!(newcomer.activity.evicted.is_cancelled());
 }
 
 #[tokio::test(start_paused = true)]

@@ -20,12 +20,21 @@ pub struct Admission {
     pub max_attempts: i32,
     /// The most queued jobs a project may have.
     pub max_queued: i64,
+    /// The most bytes of sources a project's queued jobs may hold.
+    pub max_queued_bytes: i64,
     /// Whether a submission may reuse an identical earlier job's result.
     pub result_cache: bool,
     /// Jobs older than this many days are not reused (0: no retention, no age limit).
     pub retention_days: u32,
     /// A scheduler whose heartbeat is older than this is not counted as running an image.
     pub scheduler_live_seconds: u64,
+}
+
+/// Which of the queue's limits a submission met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueLimit {
+    Jobs,
+    SourceBytes,
 }
 
 pub enum Submitted {
@@ -35,8 +44,8 @@ pub enum Submitted {
     Reused(Job),
     /// The key was used before in this project; `same_request` tells a replay from a conflict.
     Existing { job: Job, same_request: bool },
-    /// The project already has its maximum of queued jobs.
-    QueueFull,
+    /// The project already has its maximum of queued jobs, or of their sources' bytes.
+    QueueFull(QueueLimit),
 }
 
 /// Submits a job within the caller's transaction; `inputs` is its result cache key
@@ -116,19 +125,23 @@ pub(crate) async fn insert_job_drawing_ids(
                             &job.main,
                             &job.use_cache,
                             &admission.max_queued,
+                            &job.source_bytes(),
+                            &admission.max_queued_bytes,
                         ],
                     )
                     .await?;
                 match (
-                    row.get::<_, bool>("admitted"),
+                    row.get::<_, bool>("room_for_a_job"),
+                    row.get::<_, bool>("room_for_its_sources"),
                     row.get::<_, Option<Uuid>>("id"),
                 ) {
-                    (false, _) => return Ok(Submitted::QueueFull),
-                    (true, Some(_)) => {
+                    (false, _, _) => return Ok(Submitted::QueueFull(QueueLimit::Jobs)),
+                    (true, false, _) => return Ok(Submitted::QueueFull(QueueLimit::SourceBytes)),
+                    (true, true, Some(_)) => {
                         insert_files(transaction, id, job).await?;
                         Some(job_from_row(&row).map(Submitted::New))
                     }
-                    (true, None) => None,
+                    (true, true, None) => None,
                 }
             }
         };
@@ -159,25 +172,29 @@ static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A queued job, in one statement with the queue limit's check: admitted while the project
-/// has fewer than `$12` queued jobs, read from the counts that triggers keep (migration V12),
-/// so that its cost does not grow with the backlog. `admitted` false is a full queue; `id` null with `admitted` is an
-/// id or idempotency key taken meanwhile (`ON CONFLICT DO NOTHING`).
+/// A queued job, in one statement with the queue limits' check: admitted while the project
+/// has fewer than `$12` queued jobs, whose sources with this one's (`$13` bytes) hold at most
+/// `$14` bytes, read from the counts that triggers keep (migrations V12, V18), so that its
+/// cost does not grow with the backlog. A false `room_for_…` is a full queue; `id` null with
+/// room for both is an id or idempotency key taken meanwhile (`ON CONFLICT DO NOTHING`).
 static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH waiting AS (
-         SELECT coalesce(sum(queued), 0) < $12::int8 AS admitted
+         SELECT coalesce(sum(queued), 0) < $12::int8 AS room_for_a_job,
+                coalesce(sum(queued_bytes), 0) + $13::int8 <= $14::int8 AS room_for_its_sources
          FROM queue_depth WHERE project_id = $2::uuid
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
-                           idempotency_key, request_hash, input_hash, main_path, use_cache)
+                           idempotency_key, request_hash, input_hash, main_path, use_cache,
+                           source_bytes)
          SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
-                $8::bytea, $9::bytea, $10::text, $11::boolean
-         FROM waiting WHERE admitted
+                $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8
+         FROM waiting WHERE room_for_a_job AND room_for_its_sources
          ON CONFLICT DO NOTHING
          RETURNING {JOB_COLUMNS}
      )
-     SELECT waiting.admitted, job.* FROM waiting LEFT JOIN job ON true"
+     SELECT waiting.room_for_a_job, waiting.room_for_its_sources, job.*
+     FROM waiting LEFT JOIN job ON true"
     )
 });
 

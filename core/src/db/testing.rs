@@ -41,6 +41,7 @@ pub async fn insert_job_with_ids(
     let admission = Admission {
         max_attempts: 3,
         max_queued: i64::MAX,
+        max_queued_bytes: i64::MAX,
         result_cache: false,
         retention_days: 0,
         scheduler_live_seconds: 0,

@@ -1,0 +1,71 @@
+//! The open connections, counted by address and by network as they come and go, so that
+//! finding the client that holds the most looks at networks, not at every connection: a
+//! client churning connections makes the API look for one to close on every accept.
+
+use super::Activity;
+use ipnet::{Ipv4Net, Ipv6Net};
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The networks a client is found by, widest first, as (IPv4, IPv6) prefix lengths.
+pub(super) const NETWORKS: [(u8, u8); 2] = [(16, 48), (24, 56)];
+
+#[derive(Default)]
+pub(super) struct Open {
+    next_id: u64,
+    pub(super) by_id: HashMap<u64, (IpAddr, Arc<Activity>)>,
+    /// Each address's connections (an address is already [`super::counted_as`]).
+    pub(super) by_address: HashMap<IpAddr, HashSet<u64>>,
+    /// How many connections each network of each length of [`NETWORKS`] holds.
+    pub(super) per_network: [HashMap<IpAddr, usize>; 2],
+}
+
+impl Open {
+    pub(super) fn insert(&mut self, address: IpAddr, activity: Arc<Activity>) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.by_id.insert(id, (address, activity));
+        self.by_address.entry(address).or_default().insert(id);
+        for (held, prefixes) in self.per_network.iter_mut().zip(NETWORKS) {
+            *held.entry(network(address, prefixes)).or_default() += 1;
+        }
+        id
+    }
+
+    pub(super) fn remove(&mut self, id: u64) -> Option<(IpAddr, Arc<Activity>)> {
+        let (address, activity) = self.by_id.remove(&id)?;
+        if let Some(ids) = self.by_address.get_mut(&address) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.by_address.remove(&address);
+            }
+        }
+        for (held, prefixes) in self.per_network.iter_mut().zip(NETWORKS) {
+            let net = network(address, prefixes);
+            if let Some(count) = held.get_mut(&net) {
+                *count -= 1;
+                if *count == 0 {
+                    held.remove(&net);
+                }
+            }
+        }
+        Some((address, activity))
+    }
+
+    pub(super) fn held_by(&self, address: IpAddr) -> usize {
+        self.by_address.get(&address).map_or(0, HashSet::len)
+    }
+}
+
+/// The network of `address` with `prefixes`' length for its family.
+pub(super) fn network(address: IpAddr, (v4, v6): (u8, u8)) -> IpAddr {
+    match address {
+        IpAddr::V4(address) => {
+            IpAddr::V4(Ipv4Net::new(address, v4).expect("a valid prefix").network())
+        }
+        IpAddr::V6(address) => {
+            IpAddr::V6(Ipv6Net::new(address, v6).expect("a valid prefix").network())
+        }
+    }
+}
