@@ -64,7 +64,10 @@ impl TrustedProxies {
         Ok(TrustedProxies { ranges, header })
     }
 
+    /// Whether `address` is a trusted proxy's; an IPv4 proxy reaching a dual-stack listener
+    /// arrives as an IPv4-mapped IPv6 address, and is one all the same.
     pub fn contains(&self, address: IpAddr) -> bool {
+        let address = address.to_canonical();
         self.ranges.iter().any(|range| range.contains(&address))
     }
 
@@ -194,6 +197,15 @@ mod tests {
             "198.51.100.9".parse::<IpAddr>().unwrap()
         );
         assert_eq!(proxies.client(stranger, &forwarded), stranger);
+        let mapped: IpAddr = "::ffff:10.0.0.5".parse().unwrap();
+        assert!(
+            proxies.contains(mapped),
+            "a proxy reaching a dual-stack listener"
+        );
+        assert_eq!(
+            proxies.client(mapped, &forwarded),
+            "198.51.100.9".parse::<IpAddr>().unwrap()
+        );
         assert_eq!(proxies.client(proxy, &HeaderMap::new()), proxy);
         assert_eq!(
             proxies.client(proxy, &headers(&["junk, 10.0.0.7"])),

@@ -11,17 +11,17 @@
 //! Every connection is accepted at once: a listener that stopped accepting while the API is
 //! full would leave the kernel's backlog to fill with one client's connections and drop
 //! everyone else's. When a connection arrives at a full API, one is closed to make room: one
-//! of the client that holds the most, its oldest progress (idle ones first), so that a client
-//! with many connections, however busy it keeps them, gives way before one with few (as nginx
-//! reuses its keep-alive connections, and per address). The client is found from the top: the
-//! IPv4 /16 or IPv6 /48 holding the most, within it the /24 or /56, within that the address
-//! (an IPv6 /64), so that one subscriber's many addresses count as one. Of that client's
-//! connections, one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
-//! newcomer) goes last: it has time to send its request unless the client holds nothing else,
-//! as when it opens and drops connections faster than the grace. When every /16 and /48 holds
-//! one connection, that choice is made among all of them. One address holds
-//! at most `max_per_address` connections, except a trusted proxy, whose connections carry
-//! everyone's requests.
+//! of the client that holds the most, however busy it keeps them, so that a client with many
+//! connections gives way before one with few (as nginx reuses its keep-alive connections, and
+//! per address). The client is found from the top: the IPv4 /16 or IPv6 /32 holding the most,
+//! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
+//! many addresses and networks count as one. Of that client's connections an idle one goes
+//! first, then one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
+//! newcomer, which has had no time to send one), and one serving a request last; within each,
+//! the oldest progress. When every /16 and /32 holds one connection, that choice is made among
+//! all of them. Trusted proxies' connections carry everyone's requests: they are no client
+//! holding many, and go only when nothing else is open. One address holds at most
+//! `max_per_address` connections, except a trusted proxy.
 
 use crate::client_address::{counted_as, TrustedProxies};
 use crate::metrics;
@@ -131,13 +131,15 @@ impl Connections {
             changed: Notify::new(),
             evicted: CancellationToken::new(),
         });
-        let id = open.insert(address, activity.clone());
-        if open.by_id.len() > self.limits.max_connections.max(1) {
+        // Room is made before the connection is counted, so that it never closes itself.
+        if open.by_id.len() >= self.limits.max_connections.max(1) {
             if let Some((address, closed)) = open.to_close().and_then(|id| open.remove(id)) {
                 tracing::debug!(%address, "closing a connection to make room");
                 closed.evicted.cancel();
             }
         }
+        let proxy = self.limits.trusted_proxies.contains(peer);
+        let id = open.insert(address, proxy, activity.clone());
         metrics::set_open_connections(open.by_id.len());
         Slot {
             connections: self.clone(),

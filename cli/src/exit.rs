@@ -1,5 +1,5 @@
 //! How the client commands end, as exit codes a script can act on (listed in `texfleet --help`
-//! and the README), and the one line that says why.
+//! and docs/CLIENT.md), and the one line that says why.
 
 use crate::client::ApiError;
 use std::process::ExitCode;

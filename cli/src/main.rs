@@ -32,7 +32,7 @@ use uuid::Uuid;
     after_help = exit::EXIT_CODES_HELP
 )]
 struct Cli {
-    /// TOML file with settings (see the README); TEXFLEET_* variables override it.
+    /// TOML file with settings (docs/CONFIGURATION.md); TEXFLEET_* variables override it.
     #[arg(long, global = true, env = "TEXFLEET_CONFIG")]
     config: Option<PathBuf>,
     /// Log format of the servers.

@@ -244,10 +244,20 @@ impl Config {
         if let Some(file) = file {
             figment = figment.merge(Toml::file_exact(file));
         }
-        figment
+        let config: Config = figment
             .merge(Env::prefixed("TEXFLEET_").ignore(CLIENT_VARIABLES))
             .extract()
-            .map_err(Box::new)
+            .map_err(Box::new)?;
+        // Otherwise a body of the largest size gets 429 with Retry-After from an empty queue,
+        // and its client retries for ever.
+        if config.max_queued_bytes_per_project < config.max_body_bytes as i64 {
+            return Err(Box::new(figment::Error::from(format!(
+                "max_queued_bytes_per_project ({}) is below max_body_bytes ({}): a request of \
+                 the largest size could never be queued",
+                config.max_queued_bytes_per_project, config.max_body_bytes
+            ))));
+        }
+        Ok(config)
     }
 
     pub fn api_database_url(&self) -> &str {
@@ -343,6 +353,27 @@ mod tests {
             .map(String::as_str)
             .collect();
         assert_eq!(documented, settings);
+    }
+
+    #[test]
+    fn a_project_s_queue_holds_at_least_one_body_of_the_largest_size() {
+        figment::Jail::expect_with(|jail| {
+            jail.clear_env();
+            jail.create_file(
+                "texfleet.toml",
+                "max_body_bytes = 2000\nmax_queued_bytes_per_project = 1999",
+            )?;
+            let refused = Config::load(Some(Path::new("texfleet.toml"))).unwrap_err();
+            assert!(refused
+                .to_string()
+                .contains("max_queued_bytes_per_project (1999)"));
+            jail.create_file(
+                "texfleet.toml",
+                "max_body_bytes = 2000\nmax_queued_bytes_per_project = 2000",
+            )?;
+            Config::load(Some(Path::new("texfleet.toml"))).map_err(|e| *e)?;
+            Ok(())
+        });
     }
 
     #[test]

@@ -61,6 +61,18 @@ fn text(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile_left() {
     let app = TestApp::spawn().await;
+    // A job's files are deleted when it ends: a trigger keeps the paths the API stored.
+    app.execute("CREATE TABLE stored_paths (path text)").await;
+    app.execute(
+        "CREATE FUNCTION keep_stored_path() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+         AS $$ BEGIN INSERT INTO public.stored_paths VALUES (NEW.path); RETURN NULL; END $$",
+    )
+    .await;
+    app.execute(
+        "CREATE TRIGGER keep_stored_paths AFTER INSERT ON job_files
+         FOR EACH ROW EXECUTE FUNCTION keep_stored_path()",
+    )
+    .await;
     let folder = Folder::new();
     folder.write(
         "paper/main.tex",
@@ -105,18 +117,10 @@ async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile
         1,
         "the figure with a space is in"
     );
-    let page = app
-        .get_json(&format!("/projects/{}/compiles", app.project_id))
-        .await;
-    let id = page["items"][0]["id"].as_str().unwrap();
     let paths: Vec<String> = {
         let client = app.pool.get().await.unwrap();
-        let id: uuid::Uuid = id.parse().unwrap();
         client
-            .query(
-                "SELECT path FROM job_files WHERE job_id = $1 ORDER BY path",
-                &[&id],
-            )
+            .query("SELECT path FROM stored_paths ORDER BY path", &[])
             .await
             .unwrap()
             .iter()

@@ -8,24 +8,35 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// The networks a client is found by, widest first, as (IPv4, IPv6) prefix lengths.
-pub(super) const NETWORKS: [(u8, u8); 2] = [(16, 48), (24, 56)];
+/// The networks a client is found by, widest first, as (IPv4, IPv6) prefix lengths. IPv6's
+/// widest is a /32, an ISP's allocation: /48s are cheap enough that one party can hold
+/// thousands, and would otherwise count as thousands of clients.
+pub(super) const NETWORKS: [(u8, u8); 3] = [(16, 32), (16, 48), (24, 56)];
 
 #[derive(Default)]
 pub(super) struct Open {
     next_id: u64,
     pub(super) by_id: HashMap<u64, (IpAddr, Arc<Activity>)>,
-    /// Each address's connections (an address is already [`super::counted_as`]).
+    /// Each address's connections (an address is already [`super::counted_as`]), trusted
+    /// proxies' aside.
     pub(super) by_address: HashMap<IpAddr, HashSet<u64>>,
-    /// How many connections each network of each length of [`NETWORKS`] holds.
-    pub(super) per_network: [HashMap<IpAddr, usize>; 2],
+    /// How many connections each network of each length of [`NETWORKS`] holds, trusted
+    /// proxies' aside.
+    pub(super) per_network: [HashMap<IpAddr, usize>; NETWORKS.len()],
+    /// The connections of trusted proxies, which carry every client's requests: they are not
+    /// one client holding many.
+    pub(super) proxies: HashSet<u64>,
 }
 
 impl Open {
-    pub(super) fn insert(&mut self, address: IpAddr, activity: Arc<Activity>) -> u64 {
+    pub(super) fn insert(&mut self, address: IpAddr, proxy: bool, activity: Arc<Activity>) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.by_id.insert(id, (address, activity));
+        if proxy {
+            self.proxies.insert(id);
+            return id;
+        }
         self.by_address.entry(address).or_default().insert(id);
         for (held, prefixes) in self.per_network.iter_mut().zip(NETWORKS) {
             *held.entry(network(address, prefixes)).or_default() += 1;
@@ -35,6 +46,9 @@ impl Open {
 
     pub(super) fn remove(&mut self, id: u64) -> Option<(IpAddr, Arc<Activity>)> {
         let (address, activity) = self.by_id.remove(&id)?;
+        if self.proxies.remove(&id) {
+            return Some((address, activity));
+        }
         if let Some(ids) = self.by_address.get_mut(&address) {
             ids.remove(&id);
             if ids.is_empty() {

@@ -84,15 +84,60 @@ async fn when_every_address_holds_one_the_network_holding_the_most_gives_way() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_newcomer_of_the_heaviest_address_has_time_to_send_its_request() {
-    let connections = Connections::new(limits(2, 0));
-    let old = connections.admit(A);
-    let _request = old.activity.begin();
+async fn a_client_s_idle_connection_goes_first_and_one_serving_a_request_last() {
+    let connections = Connections::new(limits(3, 0));
+    let serving = connections.admit(A);
+    let _request = serving.activity.begin();
+    let idle = connections.admit(A);
     tokio::time::advance(Duration::from_secs(5)).await;
     let newcomer = connections.admit(A);
     let _arriving = connections.admit(elsewhere(1));
-    assert!(!newcomer.activity.evicted.is_cancelled());
-    assert!(old.activity.evicted.is_cancelled());
+    assert!(idle.activity.evicted.is_cancelled());
+    let _arriving = connections.admit(elsewhere(2));
+    assert!(newcomer.activity.evicted.is_cancelled());
+    assert!(!serving.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_48s_of_one_32_give_way_before_a_lone_client() {
+    let connections = Connections::new(limits(4, 0));
+    let lone = connections.admit("2001:db8:ffff::1".parse().unwrap());
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let sites: Vec<Slot> = (1..=4)
+        .map(|site| connections.admit(format!("2001:db9:{site}::1").parse().unwrap()))
+        .collect();
+    assert!(
+        !lone.activity.evicted.is_cancelled(),
+        "the idle lone one stays"
+    );
+    assert_eq!(evicted(&sites), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trusted_proxy_s_connections_go_only_when_nothing_else_is_open() {
+    let connections = Connections::new(limits(3, 0));
+    let proxy: IpAddr = "10.1.2.3".parse().unwrap();
+    let through_proxy: Vec<Slot> = (0..2).map(|_| connections.admit(proxy)).collect();
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let direct = connections.admit(A);
+    let _arriving = connections.admit(B);
+    assert!(direct.activity.evicted.is_cancelled());
+    assert_eq!(evicted(&through_proxy), 0);
+
+    let connections = Connections::new(limits(2, 0));
+    let through_proxy: Vec<Slot> = (0..3).map(|_| connections.admit(proxy)).collect();
+    assert_eq!(evicted(&through_proxy), 1, "only proxies were open");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_never_makes_room_by_closing_itself() {
+    let connections = Connections::new(limits(2, 0));
+    let _idle = connections.admit("203.0.113.7".parse().unwrap());
+    let _other = connections.admit(elsewhere(1));
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let arriving = connections.admit("203.0.200.9".parse().unwrap());
+    assert!(!arriving.activity.evicted.is_cancelled());
+    assert_eq!(connections.open.lock().unwrap().by_id.len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
