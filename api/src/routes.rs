@@ -165,7 +165,7 @@ pub(crate) async fn respond_after_wait(
     params(
         ("project_id" = Uuid, Path, description = "Project id"),
         ("status" = Option<JobStatus>, Query, description = "Only jobs in this state"),
-        ("limit" = Option<u32>, Query, description = "1 to 100, default 20", minimum = 1, maximum = 100),
+        ("limit" = Option<u32>, Query, description = "1 to 100, default 20; a page holds fewer when its jobs' diagnostics pass 1 MiB (next_cursor goes on)", minimum = 1, maximum = 100),
         ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
     ),
     responses(

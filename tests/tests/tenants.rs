@@ -262,3 +262,45 @@ async fn a_client_that_sends_a_huge_body_before_reading_gets_the_413() {
         String::from_utf8_lossy(&python.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_jobs_holds_at_most_a_mebibyte_of_diagnostics_and_goes_on() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    // Five finished jobs with 400 kB of diagnostics each (a compile keeps up to about 150 kB;
+    // results reused from the cache copy theirs, at no cost).
+    app.execute(&format!(
+        "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
+                           finished_at, diagnostics)
+         SELECT gen_random_uuid(), '{}', 'pdflatex', 30, 1, 'Failed', now(),
+                jsonb_build_array(jsonb_build_object(
+                    'severity', 'error', 'file', NULL, 'line', NULL,
+                    'message', repeat('\"', 200000)))
+         FROM generate_series(1, 5)",
+        app.project_id
+    ))
+    .await;
+    let mut sizes = Vec::new();
+    let mut path = format!("/projects/{}/compiles?limit=100", app.project_id);
+    loop {
+        let response = app.get(&path).await;
+        assert_eq!(response.status(), 200);
+        let body = response.bytes().await.unwrap();
+        let page: Value = serde_json::from_slice(&body).unwrap();
+        sizes.push((page["items"].as_array().unwrap().len(), body.len()));
+        match page["next_cursor"].as_str() {
+            Some(cursor) => {
+                path = format!(
+                    "/projects/{}/compiles?limit=100&cursor={cursor}",
+                    app.project_id
+                )
+            }
+            None => break,
+        }
+    }
+    let items: Vec<usize> = sizes.iter().map(|(items, _)| *items).collect();
+    assert_eq!(items, [2, 2, 1], "{sizes:?}");
+    assert!(
+        sizes.iter().all(|(_, bytes)| *bytes < 1_700_000),
+        "{sizes:?}"
+    );
+}

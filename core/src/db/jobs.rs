@@ -126,6 +126,11 @@ pub async fn get_job(
 /// Where a listing page ends: the `(created_at, id)` of its last job.
 pub type ListPosition = (OffsetDateTime, Uuid);
 
+/// The diagnostics a page of jobs holds at most, beyond its first job: a job keeps up to about
+/// 150 KB of them, so a hundred of them made pages of 15 MB, each costing the API a second of
+/// work and its memory until a slow client had read it.
+const PAGE_DIAGNOSTICS_BYTES: i64 = 1024 * 1024;
+
 /// One page of a project's jobs.
 pub struct JobList {
     pub jobs: Vec<Job>,
@@ -134,7 +139,8 @@ pub struct JobList {
 }
 
 /// A project's jobs, newest first, after `after` (keyset pagination, so pages stay stable
-/// while jobs are added), optionally only those in `status`; up to `limit` jobs.
+/// while jobs are added), optionally only those in `status`; up to `limit` jobs, fewer when
+/// their diagnostics pass [`PAGE_DIAGNOSTICS_BYTES`] (the first always comes).
 pub async fn list_jobs(
     client: &impl GenericClient,
     project_id: Uuid,
@@ -146,7 +152,8 @@ pub async fn list_jobs(
     let rows = client
         .query(
             &format!(
-                "SELECT {JOB_COLUMNS} FROM jobs
+                "SELECT {JOB_COLUMNS}, octet_length(diagnostics::text) AS diagnostics_bytes
+                 FROM jobs
                  WHERE project_id = $1
                    AND ($2::text IS NULL OR status = $2)
                    AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
@@ -162,11 +169,16 @@ pub async fn list_jobs(
             ],
         )
         .await?;
-    let more = rows.len() as i64 > limit;
-    let jobs = rows
-        .iter()
-        .take(limit as usize)
-        .map(job_from_row)
-        .collect::<DbResult<Vec<_>>>()?;
+    // Rows past the byte budget are never decoded.
+    let mut jobs = Vec::new();
+    let mut bytes = 0;
+    for row in rows.iter().take(limit as usize) {
+        bytes += i64::from(row.get::<_, i32>("diagnostics_bytes"));
+        if !jobs.is_empty() && bytes > PAGE_DIAGNOSTICS_BYTES {
+            break;
+        }
+        jobs.push(job_from_row(row)?);
+    }
+    let more = rows.len() > jobs.len();
     Ok(JobList { jobs, more })
 }
