@@ -1,0 +1,177 @@
+use super::*;
+use serde_json::json;
+
+const LIMITS: Limits = Limits {
+    default_timeout_seconds: 60,
+    max_timeout_seconds: 300,
+};
+const PROJECT: &str = "0b9f3c2a-1d4e-4f5a-9b6c-7d8e9f0a1b2c";
+
+fn fields(errors: Vec<FieldError>) -> Vec<String> {
+    errors.into_iter().map(|e| e.field).collect()
+}
+
+#[test]
+fn accepts_both_source_fields_and_files() {
+    for key in ["input_latex", "latex"] {
+        let body = json!({ "project_id": PROJECT, key: "\\relax", "files": [
+            { "path": "img/a.png", "content_base64": "iVBORw==" },
+            { "path": "ch1.tex", "content": "Hi" } ] });
+        let request = parse(&body, &LIMITS).ok().unwrap();
+        assert_eq!(request.engine, Engine::Pdflatex);
+        assert_eq!(request.timeout_seconds, 60);
+        let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["main.tex", "img/a.png", "ch1.tex"]);
+        assert_eq!(request.files[1].content, [0x89, b'P', b'N', b'G']);
+    }
+}
+
+#[test]
+fn names_every_bad_field() {
+    let body = json!({ "project_id": "nope", "latex": "x", "input_latex": "y", "engine": "tex",
+        "timeout_seconds": 0, "halt_on_error": "yes", "colour": 1,
+        "files": [ { "path": "../x", "content": "a" }, { "path": "a.tex" }, 3 ] });
+    let mut names = fields(parse(&body, &LIMITS).err().unwrap());
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "colour",
+            "engine",
+            "files[0].path",
+            "files[1].content",
+            "files[2]",
+            "halt_on_error",
+            "latex",
+            "project_id",
+            "timeout_seconds"
+        ]
+    );
+}
+
+#[test]
+fn a_file_where_a_folder_must_be_is_refused_by_name() {
+    let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
+        { "path": "a", "content": "1" }, { "path": "a/b.tex", "content": "2" },
+        { "path": "main.tex/x.tex", "content": "3" } ] });
+    assert_eq!(
+        fields(parse(&body, &LIMITS).err().unwrap()),
+        ["files[1].path", "files[2].path"]
+    );
+}
+
+#[test]
+fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
+    let body = json!({ "project_id": PROJECT, "main": "paper/main.tex", "files": [
+        { "path": "paper/main.tex", "content": "x" }, { "path": "main.tex", "content": "y" },
+        { "path": "output.pdf", "content": "z" } ] });
+    let request = parse(&body, &LIMITS).ok().unwrap();
+    assert_eq!(request.main, "paper/main.tex");
+    let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["paper/main.tex", "main.tex", "output.pdf"]);
+
+    for (body, wanted) in [
+        (
+            json!({ "project_id": PROJECT, "main": "a.tex", "files": [
+            { "path": "b.tex", "content": "x" } ] }),
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "main": "../a.tex" }),
+            vec!["main", "main"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "main": "c++.tex", "files": [
+                { "path": "c++.tex", "content": "x" } ] }),
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "main": "a.tex", "input_latex": "x", "files": [
+            { "path": "a.tex", "content": "x" } ] }),
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "main": "p/a.tex", "files": [
+            { "path": "p/a.tex", "content": "x" }, { "path": "p/output.log", "content": "y" } ] }),
+            vec!["files[1].path"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "input_latex": "x", "files": [
+            { "path": "main.tex", "content": "y" }, { "path": "output.aux", "content": "z" } ] }),
+            vec!["files[0].path", "files[1].path"],
+        ),
+    ] {
+        assert_eq!(
+            fields(parse(&body, &LIMITS).err().unwrap()),
+            wanted,
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn requires_a_document_and_refuses_duplicates() {
+    let body = json!({ "project_id": PROJECT });
+    assert_eq!(
+        fields(parse(&body, &LIMITS).err().unwrap()),
+        ["input_latex"]
+    );
+    let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
+        { "path": "a.tex", "content": "1" }, { "path": "a.tex", "content": "2" } ] });
+    assert_eq!(
+        fields(parse(&body, &LIMITS).err().unwrap()),
+        ["files[1].path"]
+    );
+}
+
+#[test]
+fn a_multipart_body_names_its_main_document_among_its_parts() {
+    let upload = |path: &str| SourceFile {
+        path: path.into(),
+        content: b"x".to_vec(),
+    };
+    let metadata = json!({ "project_id": PROJECT, "engine": "xelatex" });
+    let request = parse_multipart(
+        &metadata,
+        vec![upload("main.tex"), upload("img/my figure.png")],
+        &LIMITS,
+    )
+    .ok()
+    .unwrap();
+    assert_eq!(request.main, "main.tex");
+    assert_eq!(request.engine, Engine::Xelatex);
+    assert_eq!(request.files.len(), 2);
+
+    let metadata = json!({ "project_id": PROJECT, "main": "paper/a.tex" });
+    let request = parse_multipart(&metadata, vec![upload("paper/a.tex")], &LIMITS)
+        .ok()
+        .unwrap();
+    assert_eq!(request.main, "paper/a.tex");
+
+    for (metadata, uploads, wanted) in [
+        (
+            json!({ "project_id": PROJECT }),
+            vec![upload("a.tex")],
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "input_latex": "x", "files": [] }),
+            vec![upload("main.tex")],
+            vec!["files", "input_latex"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "main": "my paper.tex" }),
+            vec![upload("my paper.tex")],
+            vec!["main"],
+        ),
+        (
+            json!({ "project_id": PROJECT }),
+            vec![upload("main.tex"), upload("../x"), upload("main.tex")],
+            vec!["files[1].path", "files[2].path"],
+        ),
+    ] {
+        let mut names = fields(parse_multipart(&metadata, uploads, &LIMITS).err().unwrap());
+        names.sort();
+        assert_eq!(names, wanted, "{metadata}");
+    }
+}
