@@ -41,6 +41,12 @@ impl FromRequestParts<AppState> for Authenticated {
             .await?
             .ok_or_else(|| Problem::unauthorized("the token is unknown, revoked or expired"))?;
         state.rate_limiter.check(token_hash)?;
+        if !state.sending.has_room(project_id) {
+            return Err(Problem::answers_held());
+        }
+        if let Some(owner) = parts.extensions.get::<crate::sending::AnswerOwner>() {
+            owner.set(project_id);
+        }
         Ok(Authenticated { project_id })
     }
 }

@@ -6,6 +6,7 @@
 //! - [`request`]: checking the body of `POST /compile`, JSON or multipart;
 //! - [`webhooks`]: a project's webhook endpoints and their deliveries;
 //! - [`auth`]: Bearer tokens;
+//! - [`receiving`] and [`sending`]: the memory that request bodies and answers hold;
 //! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
 //! - [`problem`]: errors as `application/problem+json` (their codes in [`problem_code`]), and
 //!   request ids.
@@ -23,6 +24,7 @@ mod project_database;
 mod receiving;
 mod request;
 mod routes;
+mod sending;
 mod serve;
 mod submit;
 mod webhooks;
@@ -62,6 +64,7 @@ struct AppState {
     /// its client reads.
     downloads: ProjectSlots,
     receiving: receiving::ReceivingBudget,
+    sending: sending::SendingBudget,
     /// None when webhooks are not configured.
     webhooks: Option<webhooks::WebhookSettings>,
 }
@@ -116,6 +119,10 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
+            state.sending.clone(),
+            sending::charge_answers,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             address_limiter,
             client_address::limit_per_address,
         ))
@@ -156,6 +163,7 @@ pub async fn serve(
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
         receiving: receiving::ReceivingBudget::new(config.max_body_bytes),
+        sending: sending::SendingBudget::new(config.max_sending_bytes),
         config: Arc::new(config),
     };
     metrics::init();

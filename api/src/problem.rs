@@ -272,6 +272,13 @@ impl Problem {
         }
     }
 
+    /// The server, or the project, holds its share of answers that clients are still reading.
+    pub fn answers_held() -> Problem {
+        Problem::unavailable(
+            "the server, or this project, holds too many answers that clients are still reading; retry",
+        )
+    }
+
     pub fn internal() -> Problem {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -21,6 +21,10 @@ const CLIENT_VARIABLES: &[&str] = &[
     "webhook_secret",
 ];
 
+/// The least `max_sending_bytes`: a project's quarter of it holds a page of jobs (about 1.7 MB
+/// at most, its diagnostics stopping at a mebibyte).
+const MIN_SENDING_BYTES: usize = 8 * 1024 * 1024;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -38,6 +42,9 @@ pub struct Config {
     pub listen_addr: String,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Bytes of answers the API holds while their clients read them; one project holds at
+    /// most a quarter. Beyond that a read is `503` with `Retry-After`.
+    pub max_sending_bytes: usize,
     /// Connections the API holds open at once. When it is full, a newcomer takes the place of
     /// the connection idle the longest; only while every connection is serving does it wait
     /// in the kernel's backlog.
@@ -176,6 +183,7 @@ impl Default for Config {
             database_pool_size: 16,
             listen_addr: "127.0.0.1:8080".into(),
             max_body_bytes: 20 * 1024 * 1024,
+            max_sending_bytes: 256 * 1024 * 1024,
             max_connections: 1024,
             max_connections_per_address: 128,
             header_timeout_seconds: 10,
@@ -255,6 +263,13 @@ impl Config {
                 "max_queued_bytes_per_project ({}) is below max_body_bytes ({}): a request of \
                  the largest size could never be queued",
                 config.max_queued_bytes_per_project, config.max_body_bytes
+            ))));
+        }
+        if config.max_sending_bytes < MIN_SENDING_BYTES {
+            return Err(Box::new(figment::Error::from(format!(
+                "max_sending_bytes ({}) is below {MIN_SENDING_BYTES}: a project's quarter \
+                 could not hold a page of jobs",
+                config.max_sending_bytes
             ))));
         }
         Ok(config)
@@ -371,6 +386,19 @@ mod tests {
                 "texfleet.toml",
                 "max_body_bytes = 2000\nmax_queued_bytes_per_project = 2000",
             )?;
+            Config::load(Some(Path::new("texfleet.toml"))).map_err(|e| *e)?;
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_project_s_share_of_answers_holds_a_page_of_jobs() {
+        figment::Jail::expect_with(|jail| {
+            jail.clear_env();
+            jail.create_file("texfleet.toml", "max_sending_bytes = 8388607")?;
+            let refused = Config::load(Some(Path::new("texfleet.toml"))).unwrap_err();
+            assert!(refused.to_string().contains("max_sending_bytes (8388607)"));
+            jail.create_file("texfleet.toml", "max_sending_bytes = 8388608")?;
             Config::load(Some(Path::new("texfleet.toml"))).map_err(|e| *e)?;
             Ok(())
         });

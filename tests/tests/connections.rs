@@ -4,34 +4,13 @@
 //! client is being served.
 
 use serde_json::{json, Value};
-use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{closed_within, TestApp, HELLO};
+use texfleet_e2e::{address_of, client_from, closed_within, connect_from, TestApp, HELLO};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
-
-fn address_of(app: &TestApp) -> SocketAddr {
-    app.url.trim_start_matches("http://").parse().unwrap()
-}
-
-/// A connection to the API from the loopback address `from`.
-async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    socket.connect(to).await.unwrap()
-}
-
-/// A client whose requests come from the loopback address `from`.
-fn client_from(from: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(from.parse::<IpAddr>().unwrap())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-}
 
 /// `GET /healthz` from another client, within `limit`.
 async fn served_within(app: &TestApp, from: &str, limit: Duration) {
@@ -412,64 +391,4 @@ async fn one_network_opening_and_dropping_silent_connections_leaves_room_for_ano
     }
     stop.cancel();
     churn.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn one_project_receiving_bodies_leaves_room_for_another() {
-    let app = TestApp::spawn_api_only(|config| {
-        config.max_body_bytes = 1024 * 1024;
-        config.max_connections_per_address = 0;
-    })
-    .await;
-    // The API holds sixteen bodies of the largest size at most, a project four of them.
-    let mut first = Vec::new();
-    for _ in 0..20 {
-        first.push(stalled_upload(&app, &app.token).await);
-    }
-    let refused = refused_uploads(&mut first).await;
-    assert!(
-        refused >= 16,
-        "{refused} of one project's 20 uploads were refused"
-    );
-    let (_, other) = app.other_project().await;
-    let mut second = Vec::new();
-    for _ in 0..4 {
-        second.push(stalled_upload(&app, &other).await);
-    }
-    assert_eq!(
-        refused_uploads(&mut second).await,
-        0,
-        "another project's uploads were refused"
-    );
-}
-
-/// A `POST /compile` whose body stops one byte short of the largest allowed.
-async fn stalled_upload(app: &TestApp, token: &str) -> TcpStream {
-    let mut stream = connect_from("127.0.0.1", address_of(app)).await;
-    let size = app.config.max_body_bytes;
-    let head = format!(
-        "POST /compile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n"
-    );
-    // A refused upload may be closed before all of it is written.
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(&vec![b' '; size - 1]).await;
-    stream
-}
-
-/// How many of `uploads` were answered `503` because too many bodies were being received (an
-/// upload that is held is not answered at all).
-async fn refused_uploads(uploads: &mut [TcpStream]) -> usize {
-    let mut refused = 0;
-    for stream in uploads {
-        let mut answer = vec![0u8; 4096];
-        if let Ok(Ok(read)) =
-            tokio::time::timeout(Duration::from_millis(500), stream.read(&mut answer)).await
-        {
-            let text = String::from_utf8_lossy(&answer[..read]);
-            refused +=
-                usize::from(text.starts_with("HTTP/1.1 503") && text.contains("request bodies"));
-        }
-    }
-    refused
 }

@@ -266,19 +266,7 @@ async fn a_client_that_sends_a_huge_body_before_reading_gets_the_413() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_of_jobs_holds_at_most_a_mebibyte_of_diagnostics_and_goes_on() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    // Five finished jobs with 400 kB of diagnostics each (a compile keeps up to about 150 kB;
-    // results reused from the cache copy theirs, at no cost).
-    app.execute(&format!(
-        "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
-                           finished_at, diagnostics)
-         SELECT gen_random_uuid(), '{}', 'pdflatex', 30, 1, 'Failed', now(),
-                jsonb_build_array(jsonb_build_object(
-                    'severity', 'error', 'file', NULL, 'line', NULL,
-                    'message', repeat('\"', 200000)))
-         FROM generate_series(1, 5)",
-        app.project_id
-    ))
-    .await;
+    app.insert_jobs_with_large_diagnostics(5).await;
     let mut sizes = Vec::new();
     let mut path = format!("/projects/{}/compiles?limit=100", app.project_id);
     loop {
