@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the sandbox image of a TeX Live year and prints its reference: the TeX Live base
 # (base/build.sh, rebuilt only when base/ changes) plus a thin layer holding the supervisor
-# binary given as $1 and the restricted shell built beside it (as /usr/bin/sh).
+# binary given as $1, the restricted shell built beside it (as /usr/bin/sh) and LuaTeX's
+# sandbox (luatex-sandbox.lua, loaded by the compile driver with --lua before any format):
+# what changes with the code, so that a change rebuilds seconds, not the TeX Live base.
 # The tag hashes the base tag and the binaries, so an unchanged build is a no-op.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,13 +13,17 @@ year=${2:-2024}
 shell="$(dirname "$supervisor")/texfleet-sh"
 
 base=$("$here/base/build.sh" "$year")
-hash=$( { echo "$base"; cat "$supervisor" "$shell"; } | sha256sum | cut -c1-16)
+lua_sandbox="$here/luatex-sandbox.lua"
+hash=$( { echo "$base"; cat "$supervisor" "$shell" "$lua_sandbox"; } | sha256sum | cut -c1-16)
 tag="texfleet-sandbox:$year-$hash"
 if ! docker image inspect "$tag" >/dev/null 2>&1; then
   container=$(docker create "$base" true)
   trap 'docker rm -f "$container" >/dev/null' EXIT
   docker cp "$supervisor" "$container:/usr/local/bin/texfleet-supervisor" >&2
   docker cp "$shell" "$container:/usr/bin/sh" >&2
+  # Root's and read-only, whatever the checkout's umask: the compile may read it, never change it.
+  tar --owner=0 --group=0 --mode=0644 -C "$here" -cf - luatex-sandbox.lua |
+    docker cp - "$container:/usr/share/texfleet/" >&2
   docker commit \
     --change 'CMD ["texfleet-supervisor"]' \
     --change 'LABEL org.texfleet.sandbox=1' \

@@ -47,7 +47,7 @@ mmdebstrap --variant=minbase --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
-  --customize-hook="copy-in texmf-hardening.cnf luatex-sandbox.lua texlive-fonts.conf /tmp" \
+  --customize-hook="copy-in texmf-hardening.cnf texlive-fonts.conf /tmp" \
   --customize-hook="$here/customize.sh \"\$1\" $year" \
   "$suite" "$work/rootfs.tar" "$mirror" >&2
 

@@ -10,8 +10,8 @@ use crate::process::Program;
 use crate::supervise::SELF;
 use texfleet_sandbox::{shell_escape, JOB_NAME};
 
-/// Confines Lua's file access and code loading (see the file, which
-/// `sandbox-image/base/customize.sh` puts into the image). LuaTeX runs it as its startup
+/// Confines Lua's file access and code loading (see the file, which `sandbox-image/build.sh`
+/// puts into the image). LuaTeX runs it as its startup
 /// script, before the format and every package; the job's first line then calls
 /// `texfleet_sandbox_finish`, which removes again what LuaTeX re-installs after the startup
 /// script, before a line of the document.

@@ -12,8 +12,9 @@
 --    way). C modules cannot be loaded at all. `debug` keeps only `traceback` and a `getinfo` without
 --    functions, so nothing can reach the originals kept below.
 -- 2. Lua opens, lists and changes files only below the TeX trees, the fonts, the per-job
---    caches and the work directory. Landlock enforces the same for every program of the
---    compile; this is the same rule one layer up, and the only one where Landlock is absent.
+--    caches and the work directory, and so does TeX itself when it reads a file by name.
+--    Landlock enforces much the same for every program of the compile; this is the same rule
+--    one layer up, narrower in /tmp, and the only one where Landlock is absent.
 --
 -- Lua's os.execute and io.popen go through kpathsea's restricted shell escape, as \write18
 -- does: kpathsea allows only the commands of shell_escape_commands, and the image's /bin/sh
@@ -236,6 +237,37 @@ kpse.new = function(...)
     return function(_, ...) return method(instance, ...) end
   end })
 end
+
+-- TeX's own reads by name: \input and \openin (find_read_file), images (find_image_file) and
+-- files read whole, such as \pdfobj's (find_data_file). LuaTeX reads with openin_any = r, and
+-- Landlock lets the compile read /tmp, where the driver keeps the job's tool output, shell
+-- escape record and page renderings: the name these callbacks answer passes the same rule as
+-- Lua's io.open. A package's own callback for them (through luatexbase, which calls
+-- callback.register) is wrapped the same way, and removing it brings back ours.
+local function checked(name)
+  if type(name) == "string" and not permitted(name) then return nil end
+  return name
+end
+local engine_reads = {
+  find_read_file = function(_, name)
+    if not kpse.in_name_ok(name) then return nil end
+    return checked(kpse.find_file(name, "tex", true))
+  end,
+  find_image_file = function(name) return checked(kpse.find_file(name, "tex", true)) end,
+  find_data_file = function(name) return checked(kpse.find_file(name, "tex", true)) end,
+}
+local register = callback.register
+callback.register = function(name, f, ...)
+  local ours = engine_reads[name]
+  if ours and f == nil then
+    f = ours
+  elseif ours and type(f) == "function" then
+    local theirs = f
+    f = function(...) return checked(theirs(...)) end
+  end
+  return register(name, f, ...)
+end
+for name, f in pairs(engine_reads) do register(name, f) end
 
 load = text_load
 -- LuaTeX's loadstring is its own (the 5.1 call, which packages still use): kept, for text and
