@@ -78,10 +78,26 @@ done
 grep -q fa5free "$root$(chroot "$root" kpsewhich -var-value=TEXMFSYSVAR)/fonts/map/pdftex/updmap/pdftex.map" ||
   { echo "customize.sh: fontawesome5.map is not in pdftex.map" >&2; exit 1; }
 
-# LuaTeX's sandbox, loaded by the compile driver with --lua before any format.
+# texfleet's own files: the package index (below) and, added by ../build.sh, LuaTeX's sandbox.
 mkdir -p "$root/usr/share/texfleet"
-mv "$root/tmp/luatex-sandbox.lua" "$root/usr/share/texfleet/luatex-sandbox.lua"
-chmod 0644 "$root/usr/share/texfleet/luatex-sandbox.lua"
+
+# pdfTeX reads its whole font map at the first page: the complete one (5.4 MB, nearly all of it
+# texlive-fonts-extra's Type 1 fonts) costs a short document a quarter of a second. A map of
+# every other font, made by updmap from the same configuration, is what pdfTeX passes find
+# first (TEXFONTMAPS); one that lacks a font runs again with the complete map
+# (supervisor/src/driver/font_maps.rs). --outputdir keeps the system's maps as they are.
+chroot "$root" dpkg -L texlive-fonts-extra | sed -n 's|.*/fonts/map/.*/\([^/]*\.map\)$|\1|p' | sort -u >"$root/tmp/extra-maps"
+awk 'NR == FNR { extra[$0]; next } ($1 == "Map" || $1 == "MixedMap") && !($2 in extra)' \
+  "$root/tmp/extra-maps" "$root/var/lib/texmf/updmap.cfg-DEBIAN" "$root/var/lib/texmf/updmap.cfg-TEXLIVEDIST" \
+  >"$root/tmp/common-updmap.cfg"
+chroot "$root" updmap-sys --cnffile /tmp/common-updmap.cfg --outputdir /tmp/common-maps --nohash --quiet >/dev/null
+mkdir -p "$root/usr/share/texfleet/font-maps"
+mv "$root/tmp/common-maps/pdftex.map" "$root/usr/share/texfleet/font-maps/pdftex.map"
+rm -rf "$root/tmp/extra-maps" "$root/tmp/common-updmap.cfg" "$root/tmp/common-maps"
+common_map="$root/usr/share/texfleet/font-maps/pdftex.map"
+grep -q '^cmr10 ' "$common_map" && grep -q '^ec-lmr10 ' "$common_map" && ! grep -q fa5free "$common_map" &&
+  [ "$(stat -c %s "$common_map")" -lt 1000000 ] ||
+  { echo "customize.sh: the common font map is not Computer Modern and Latin Modern without fontawesome5, under 1 MB" >&2; exit 1; }
 
 # Java for bib2gls, found through Debian's fixed default-java link. Java reads its security
 # settings from /etc/java-<version>-openjdk, which Landlock lets the compile read
