@@ -153,9 +153,9 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         Case { text_contains: Some("tmp:refused"), ..case("lua lists tmp", "lualatex",
             lua("tex.print('tmp:' .. (type(lfs.dir('/tmp')) == 'function' and 'allowed' or 'refused'))"), SUCCEEDS) },
         // Nor TeX's, though LuaTeX reads with openin_any = r: the shell escape's record exists
-        // once kpsewhich has run.
+        // once kpsewhich has run (LuaTeX has no \write18: os.execute is its shell escape).
         Case { text_contains: Some("tmpread:refused-refused"), ..case("luatex openin of the driver's tmp", "lualatex",
-            doc("\\immediate\\write18{kpsewhich article.cls}\\newread\\r\\openin\\r=/tmp/texfleet-shell-escape \\ifeof\\r tmpread:refused\\else tmpread:allowed\\closein\\r\\fi\\openin\\r=../tmp/texfleet-shell-escape \\ifeof\\r -refused\\else -allowed\\closein\\r\\fi"), SUCCEEDS) },
+            doc("\\directlua{os.execute('kpsewhich article.cls')}\\newread\\r\\openin\\r=/tmp/texfleet-shell-escape \\ifeof\\r tmpread:refused\\else tmpread:allowed\\closein\\r\\fi\\openin\\r=../tmp/texfleet-shell-escape \\ifeof\\r -refused\\else -allowed\\closein\\r\\fi"), SUCCEEDS) },
         Case { text_contains: Some("chdir:refused"), ..case("lua chdir to the root", "lualatex",
             lua("local ok = lfs.chdir('/') local f = io.open('etc/passwd') tex.print('chdir:' .. ((ok or f) and 'allowed' or 'refused'))"), SUCCEEDS) },
         // Files Landlock allows every program (all of /usr) but the Lua sandbox does not.
