@@ -12,16 +12,12 @@
 //! answers (downloads) hold a piece at a time and are not counted.
 
 use crate::problem::Problem;
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper::body::{Frame, SizeHint};
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use uuid::Uuid;
 
 /// The share of the budget one project may hold.
@@ -56,6 +52,13 @@ impl AnswerOwner {
     }
 }
 
+/// An answer's place in the budget, carried in its response's extensions to the body that
+/// sends it (`serve::Answering`), which lets go of it with the last frame.
+#[derive(Clone)]
+pub struct Charge {
+    _held: Arc<Held>,
+}
+
 /// What one answer holds of the budget; dropping it gives it back.
 struct Held {
     budget: SendingBudget,
@@ -85,7 +88,12 @@ impl SendingBudget {
 
     /// `kib` for an answer to `project`; `None` when the answer `may_be_refused` and the
     /// project, holding something already, would pass its share or the whole budget.
-    fn charge(&self, project: Option<Uuid>, kib: usize, may_be_refused: bool) -> Option<Held> {
+    pub(crate) fn charge(
+        &self,
+        project: Option<Uuid>,
+        kib: usize,
+        may_be_refused: bool,
+    ) -> Option<Charge> {
         let mut held = self.held.lock().expect("not poisoned");
         let of_project = held.projects.get(&project).copied().unwrap_or(0);
         let over = of_project > 0
@@ -95,11 +103,19 @@ impl SendingBudget {
         }
         held.total += kib;
         *held.projects.entry(project).or_insert(0) += kib;
-        Some(Held {
-            budget: self.clone(),
-            project,
-            kib,
+        Some(Charge {
+            _held: Arc::new(Held {
+                budget: self.clone(),
+                project,
+                kib,
+            }),
         })
+    }
+
+    /// The KiB held in all.
+    #[cfg(test)]
+    pub(crate) fn held_kib(&self) -> usize {
+        self.held.lock().expect("not poisoned").total
     }
 }
 
@@ -131,43 +147,12 @@ pub async fn charge_answers(
     };
     let kib = (bytes as usize).div_ceil(1024).max(1);
     match budget.charge(owner.0.get().copied(), kib, may_be_refused) {
-        Some(held) => response.map(|body| {
-            Body::new(Charged {
-                body,
-                held: Some(held),
-            })
-        }),
-        None => Problem::answers_held().into_response(),
-    }
-}
-
-/// An answer that gives its place in the budget back once its last frame is taken.
-struct Charged {
-    body: Body,
-    held: Option<Held>,
-}
-
-impl hyper::body::Body for Charged {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let frame = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(None) = frame {
-            self.held = None;
+        Some(charge) => {
+            let mut response = response;
+            response.extensions_mut().insert(charge);
+            response
         }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        None => Problem::answers_held().into_response(),
     }
 }
 
@@ -195,16 +180,15 @@ mod tests {
             .charge(other, 4096, true)
             .expect("another project's share");
         drop((first, second, change, others));
-        let held = budget.held.lock().unwrap();
-        assert_eq!(held.total, 0);
-        assert!(held.projects.is_empty());
+        assert_eq!(budget.held_kib(), 0);
+        assert!(budget.held.lock().unwrap().projects.is_empty());
     }
 
     #[test]
     fn a_full_budget_refuses_projects_that_hold_some_and_answers_one_that_holds_none() {
         let budget = SendingBudget::new(8 * 1024);
         let projects: Vec<Option<Uuid>> = (0..4).map(|_| Some(Uuid::new_v4())).collect();
-        let held: Vec<Held> = projects
+        let held: Vec<Charge> = projects
             .iter()
             .map(|&project| budget.charge(project, 1, true).unwrap())
             .chain(
@@ -225,18 +209,5 @@ mod tests {
         assert!(budget.charge(newcomer, 1, true).is_none());
         drop((held, first));
         assert!(budget.charge(projects[0], 2, true).is_some());
-    }
-
-    #[tokio::test]
-    async fn an_answer_gives_its_place_back_at_its_last_frame() {
-        use http_body_util::BodyExt;
-        let budget = SendingBudget::new(16 * 1024);
-        let mut answer = Charged {
-            body: Body::from(vec![1u8; 4096]),
-            held: budget.charge(None, 4, true),
-        };
-        assert_eq!(budget.held.lock().unwrap().total, 4);
-        while answer.frame().await.is_some() {}
-        assert_eq!(budget.held.lock().unwrap().total, 0);
     }
 }

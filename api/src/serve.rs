@@ -7,6 +7,7 @@
 use crate::client_address::Peer;
 use crate::connections::{Connections, Slot};
 use crate::metrics;
+use crate::sending::Charge;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::Router;
@@ -131,13 +132,15 @@ fn serve_connection(
             })
         }));
         async move {
-            let response = response.await?;
+            let mut response = response.await?;
             in_flight.answering();
+            let charge = response.extensions_mut().remove::<Charge>();
             Ok::<_, std::convert::Infallible>(response.map(|body| {
                 Body::new(Answering {
                     body,
                     in_flight,
                     rest: Bytes::new(),
+                    charge,
                 })
             }))
         }
@@ -196,11 +199,13 @@ impl hyper::body::Body for Receiving {
 /// A response body that keeps its request in flight until the last byte is sent, and counts
 /// every frame the client takes as progress. Frames go out in pieces of at most
 /// [`ANSWER_PIECE`] bytes: HTTP/2 buffers a whole frame whatever the peer's window, so a large
-/// frame would be held for a peer that never reads, outside the stall deadline.
+/// frame would be held for a peer that never reads, outside the stall deadline. An answer built
+/// in memory holds its place in the [`crate::sending`] budget until its last frame is taken.
 struct Answering {
     body: Body,
     in_flight: crate::connections::InFlight,
     rest: Bytes,
+    charge: Option<Charge>,
 }
 
 const ANSWER_PIECE: usize = 16 * 1024;
@@ -219,6 +224,10 @@ impl hyper::body::Body for Answering {
                     Ok(data) => self.rest = data,
                     Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
                 },
+                Poll::Ready(None) => {
+                    self.charge = None;
+                    return Poll::Ready(None);
+                }
                 other => return other,
             }
         }
@@ -248,10 +257,11 @@ mod tests {
     use super::*;
     use crate::client_address::TrustedProxies;
     use crate::connections::Limits;
+    use crate::sending::SendingBudget;
     use http_body_util::BodyExt;
 
     #[tokio::test]
-    async fn an_answer_goes_out_in_pieces_and_keeps_its_length() {
+    async fn an_answer_goes_out_in_pieces_keeps_its_length_and_its_budget_until_the_end() {
         let connections = Connections::new(Limits {
             max_connections: 1,
             max_per_address: 0,
@@ -260,17 +270,21 @@ mod tests {
             trusted_proxies: TrustedProxies::parse("10.0.0.0/8", "x-forwarded-for").unwrap(),
         });
         let slot = connections.admit(std::net::Ipv4Addr::LOCALHOST.into());
+        let budget = SendingBudget::new(1024 * 1024);
         let mut answer = Answering {
             body: Body::from(vec![7u8; 40_000]),
             in_flight: slot.activity.begin(),
             rest: Bytes::new(),
+            charge: budget.charge(None, 40, true),
         };
         assert_eq!(hyper::body::Body::size_hint(&answer).exact(), Some(40_000));
         let mut pieces = Vec::new();
         while let Some(frame) = answer.frame().await {
+            assert_eq!(budget.held_kib(), 40, "held until the last frame");
             pieces.push(frame.unwrap().into_data().unwrap().len());
         }
         assert_eq!(pieces, [16_384, 16_384, 7_232]);
         assert!(hyper::body::Body::is_end_stream(&answer));
+        assert_eq!(budget.held_kib(), 0, "given back at the end");
     }
 }
