@@ -218,13 +218,7 @@ async fn latency(
     let mut phases = Phases::default();
     for _ in 0..runs {
         let started = Instant::now();
-        let job = submit(client, document, None, false).await?;
-        ensure!(
-            job["status"] == "Succeeded",
-            "{} ended {}",
-            document.name,
-            job["status"]
-        );
+        let job = submit_succeeded(client, document, None, false).await?;
         service.push(ms(started.elapsed()));
         phases.add(&job, started.elapsed())?;
     }
@@ -295,6 +289,23 @@ async fn submit(
     client
         .submit(&request(client, document, edit, cache), Some(60))
         .await
+}
+
+/// [`submit`], failing unless the job Succeeded.
+async fn submit_succeeded(
+    client: &Client,
+    document: &Document,
+    edit: Option<&str>,
+    cache: bool,
+) -> anyhow::Result<Value> {
+    let job = submit(client, document, edit, cache).await?;
+    ensure!(
+        job["status"] == "Succeeded",
+        "{} ended {}",
+        document.name,
+        job["status"]
+    );
+    Ok(job)
 }
 
 /// Jobs per second from the first submission to the last job's end, by the server's clock.

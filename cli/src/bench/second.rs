@@ -4,9 +4,8 @@
 //! files are (latexmk again in the same directory, as on a laptop), without a format.
 
 use super::floor::{durations, floor, floor_job};
-use super::{ms, percentile_ms, submit, Document, Figures};
+use super::{ms, percentile_ms, submit, submit_succeeded, Document, Figures};
 use crate::client::Client;
-use anyhow::ensure;
 use serde_json::json;
 use std::time::Instant;
 use texfleet_core::Config;
@@ -49,13 +48,7 @@ pub async fn second_compiles(
         let mut cache = Vec::new();
         for run in 0..runs {
             let started = Instant::now();
-            let job = submit(client, document, Some(&edit(&bench, run)), true).await?;
-            ensure!(
-                job["status"] == "Succeeded",
-                "{} ended {}",
-                document.name,
-                job["status"]
-            );
+            let job = submit_succeeded(client, document, Some(&edit(&bench, run)), true).await?;
             service.push(ms(started.elapsed()));
             cache.push(format!(
                 "{}{}",

@@ -47,7 +47,7 @@ pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_s
         // graphicx asks for `<name>-eps-converted-to.pdf` whatever the case of `.eps`.
         let stem = &file.path[..file.path.len() - ".eps".len()];
         let output = work.join(format!("{stem}-eps-converted-to.pdf"));
-        let program = ghostscript(&input, &output, &tools.environment);
+        let program = eps_to_pdf(&input, &output, &tools.environment);
         if !tools
             .run_limited(&program, &limits(cpu_seconds))
             .is_some_and(|exit| exit.success())
@@ -65,17 +65,11 @@ fn is_eps(path: &str) -> bool {
     bytes.len() > 4 && bytes[bytes.len() - 4..].eq_ignore_ascii_case(b".eps")
 }
 
-/// Ghostscript, converting `input` into the PDF `output` under `-dSAFER`.
-fn ghostscript(input: &Path, output: &Path, environment: &[String]) -> Program {
+/// Ghostscript, converting `input` into the PDF `output`.
+fn eps_to_pdf(input: &Path, output: &Path, environment: &[String]) -> Program {
     let output_option = format!("-sOutputFile={}", output.display());
-    Program::new(
-        GHOSTSCRIPT,
+    ghostscript(
         &[
-            "-q",
-            "-dSAFER",
-            "-P-",
-            "-dBATCH",
-            "-dNOPAUSE",
             "-dEPSCrop",
             "-sDEVICE=pdfwrite",
             "-dAutoRotatePages=/None",
@@ -87,7 +81,14 @@ fn ghostscript(input: &Path, output: &Path, environment: &[String]) -> Program {
         ],
         environment,
     )
-    .starting_only(&[])
+}
+
+/// Ghostscript with `args` under `-dSAFER` (files beyond its arguments and the fonts are
+/// refused, and so are `%pipe%` devices), quiet and in batch mode; it starts nothing.
+pub fn ghostscript(args: &[&str], environment: &[String]) -> Program {
+    let mut all = vec!["-q", "-dSAFER", "-P-", "-dBATCH", "-dNOPAUSE"];
+    all.extend_from_slice(args);
+    Program::new(GHOSTSCRIPT, &all, environment).starting_only(&[])
 }
 
 pub fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {
@@ -110,7 +111,7 @@ pub fn convert_for_xdvipdfmx() -> io::Result<()> {
     let (output, input) = checked_conversion(output, input)
         .ok_or_else(|| io::Error::other(format!("refused a conversion of {args:?}")))?;
     let environment = process::inherited_environment();
-    let program = ghostscript(Path::new(&input), Path::new(&output), &environment);
+    let program = eps_to_pdf(Path::new(&input), Path::new(&output), &environment);
     match process::run(&program, None, &limits(XDVIPDFMX_CPU_SECONDS))? {
         exit if exit.success() => Ok(()),
         exit => Err(io::Error::other(format!("ghostscript ended with {exit:?}"))),

@@ -15,10 +15,10 @@
 //! one operator fewer.)
 
 use super::engine::Engine;
-use super::eps::{self, GHOSTSCRIPT};
+use super::eps;
 use super::files;
 use super::tools::Tools;
-use crate::process::{Exit, Program};
+use crate::process::Exit;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::fs::{self, OpenOptions};
@@ -254,22 +254,10 @@ fn same_pages(tools: &mut Tools, one: &Path, other: &Path) -> bool {
     let mut rendered = Vec::new();
     for (pdf, pages) in [(one, RENDERED[0]), (other, RENDERED[1])] {
         let output = format!("-sOutputFile={pages}");
-        let program = Program::new(
-            GHOSTSCRIPT,
-            &[
-                "-q",
-                "-dSAFER",
-                "-P-",
-                "-dBATCH",
-                "-dNOPAUSE",
-                "-sDEVICE=pgmraw",
-                "-r36",
-                &output,
-                &pdf.to_string_lossy(),
-            ],
+        let program = eps::ghostscript(
+            &["-sDEVICE=pgmraw", "-r36", &output, &pdf.to_string_lossy()],
             &tools.environment,
-        )
-        .starting_only(&[]);
+        );
         let _ = fs::remove_file(pages);
         let ended = tools.run_limited(&program, &eps::limits(RENDER_CPU_SECONDS));
         rendered.push(
