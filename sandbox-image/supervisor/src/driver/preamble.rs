@@ -21,9 +21,8 @@ use super::tools::Tools;
 use crate::process::Exit;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
     is_plain_relative, preamble_end, Dump, FileSpec, BEGIN_DOCUMENT, FORMAT_FILE, JOB_NAME,
@@ -295,7 +294,7 @@ fn normalized(path: &Path) -> PathBuf {
 /// full path for `-fmt`, or None (with the reason in the trace) when it cannot be written: a
 /// source of that name is the document's, not ours.
 pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String> {
-    match write_new(format) {
+    match files::write_new(Path::new(FORMAT_FILE), format) {
         Ok(()) => Some(
             Path::new(WORK_DIR)
                 .join(folder)
@@ -308,15 +307,6 @@ pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String
             None
         }
     }
-}
-
-fn write_new(format: &[u8]) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(FORMAT_FILE)?
-        .write_all(format)
 }
 
 /// Whether the file at `path` holds exactly `content`. A pass may write any file in its folder,

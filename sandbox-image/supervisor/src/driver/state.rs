@@ -35,7 +35,7 @@ pub fn restore(tools: &mut Tools, previous: CompileState) -> Vec<PathBuf> {
         if !is_safe_path(&file.path) {
             continue;
         }
-        if write_new(Path::new(&file.path), &file.content_base64).is_ok() {
+        if write_decoded(Path::new(&file.path), &file.content_base64).is_ok() {
             restored.push(PathBuf::from(&file.path));
         }
     }
@@ -60,7 +60,8 @@ pub fn forget(tools: &mut Tools) -> io::Result<()> {
     Ok(())
 }
 
-fn write_new(path: &Path, content_base64: &str) -> io::Result<()> {
+/// A kept file, new, in its folder (made when missing).
+fn write_decoded(path: &Path, content_base64: &str) -> io::Result<()> {
     let bytes = BASE64.decode(content_base64).map_err(io::Error::other)?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent)?;
