@@ -130,8 +130,8 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
 /// After a compile that started from the document's kept state and did not succeed: the
 /// state goes, so that the next compile starts from nothing instead of meeting it again. A
 /// compile from kept files that fails is run again from nothing inside the sandbox, but one
-/// that runs out of its time is not (a live attack planted an `.aux` that made LuaTeX sleep,
-/// and every later compile of the document timed out).
+/// that runs out of its time is not (a planted `.aux` that makes LuaTeX sleep would time out
+/// every later compile of the document).
 pub async fn forget_after_failure(context: &Context, job: &ClaimedJob, prepared: &Prepared) {
     if prepared.from_state {
         let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
@@ -315,7 +315,7 @@ pub async fn keep(
             FormatKey::of(job, image_id, &[]).map(|key| StoredFormat { key, sha256: None })
         }
         // It failed a pass, or the compile ran again from nothing: it may be what failed (a
-        // live attack's format made every pass loop).
+        // format can make every pass loop).
         (Preamble::Load { .. }, _, _) if state.format_refused || state.restarted => None,
         _ => earlier,
     };

@@ -3,8 +3,8 @@
 //! dumped from. The key covers the main file up to [`preamble_end`], and the driver dumps the
 //! format from the main file cut there, so the format holds nothing of the main file beyond
 //! the key. [`why_not_keyable`] refuses main files where TeX could read the preamble otherwise
-//! than that text says (a review hid a `\begin{document}` behind `^^25`, or in a macro's
-//! body, and the format then kept definitions the key did not cover; loading such a format, TeX
+//! than that text says (a `\begin{document}` hidden behind `^^25`, or in a macro's body,
+//! would leave definitions in the format that the key does not cover; loading such a format, TeX
 //! skips the preamble up to the first `\begin{document}` it sees, which need not be the key's).
 
 use serde::{Deserialize, Serialize};
@@ -15,9 +15,9 @@ use texfleet_sandbox::{comment_start, preamble_end, BEGIN_DOCUMENT};
 /// What may move where TeX stops reading a preamble or hide text from [`comment_start`] (`^^`
 /// notation: `^^25` is a `%`; catcode changes; mylatexformat's own end marker), and pdfTeX's
 /// state that a format does not keep (font map lines, glyph names' Unicode values, the
-/// document information and catalog entries and objects: a live attack remapped a font a later
-/// body used, and the hit rendered another font than the same request without the cache; a
-/// preamble's `\pdfinfo` title was missing from every hit).
+/// document information and catalog entries and objects: a font remapped in the preamble
+/// would render otherwise than the same request without the cache, and a preamble's
+/// `\pdfinfo` title would be missing from every hit).
 const UNKEYABLE: [&[u8]; 11] = [
     b"^^",
     b"\\catcode",
@@ -104,7 +104,7 @@ pub fn why_not_keyable(main: &[u8]) -> Option<&'static str> {
         return Some("the preamble holds what a format does not keep or what moves its end");
     }
     // Loading a format, mylatexformat skips the preamble up to a line with a `\begin` of any
-    // environment whose name holds `document` (a live attack's `xdocumentx`), not only
+    // environment whose name holds `document` (`xdocumentx`, say), not only
     // `\begin{document}`: what follows would run twice.
     let begins = preamble.windows(b"\\begin".len()).enumerate();
     for (at, _) in begins.filter(|(_, window)| *window == b"\\begin") {

@@ -9,8 +9,8 @@ use std::path::{Component, Path};
 /// The kinds of file LaTeX, its packages and its tools write for the next pass (and biber's
 /// `.run.xml`, and the float lists `.lo?` but the log). A file of another kind the compile
 /// wrote (a class, a package, a figure, a makeindex style) would be loaded in place of the
-/// image's by the next compile at the same main path, whatever its body (a review planted
-/// `article.cls`). A kind missing here costs a later compile a pass, nothing more.
+/// image's by the next compile at the same main path, whatever its body (`article.cls`,
+/// say). A kind missing here costs a later compile a pass, nothing more.
 const AUXILIARY_KINDS: [&str; 30] = [
     "aux", "toc", "out", "bbl", "bcf", "idx", "ind", "ilg", "glo", "gls", "glg", "acn", "acr",
     "alg", "glstex", "nav", "snm", "vrb", "thm", "tdo", "brf", "nlo", "nls", "mtc", "maf", "soc",

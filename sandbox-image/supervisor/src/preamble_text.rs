@@ -5,7 +5,7 @@
 pub const BEGIN_DOCUMENT: &[u8] = b"\\begin{document}";
 
 /// Where a preamble ends: at the first `\begin{document}` outside a comment, as TeX reads it
-/// (a review made a commented-out one end the key early, and the definitions after it went
+/// (a commented-out one would end the key early, and the definitions after it would go
 /// stale in the format). The whole file without one.
 pub fn preamble_end(main: &[u8]) -> usize {
     let mut start = 0;

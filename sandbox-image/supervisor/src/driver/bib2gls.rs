@@ -10,8 +10,8 @@
 //! databases; bib2gls itself refuses reads and writes that those settings forbid
 //! (`openin_any`, `openout_any` = paranoid), and Landlock holds it to the same trees as every
 //! program of the compile. Its TeX interpreter (sorting, `interpret-fields`) is the exception:
-//! its `\input` reads any path it finds, past `openin_any` (a review read the image's
-//! `texmf.cnf` through it), and `--no-interpret` breaks bib2gls 4.4 altogether. So Landlock
+//! its `\input` reads any path it finds, past `openin_any` (the image's `texmf.cnf`, say),
+//! and `--no-interpret` breaks bib2gls 4.4 altogether. So Landlock
 //! is its only bound on reads, and bib2gls runs only where Landlock is fully enforced.
 
 use super::bibliography::KPSEWHICH;

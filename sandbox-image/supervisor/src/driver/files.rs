@@ -95,8 +95,8 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 
 /// The paths and fingerprints of the files of these kinds (extensions) below the work
 /// directory, as one text: the databases and styles a bibliography or index tool reads, whose
-/// changes the rest of its input does not show (a live attack found a restored `.bbl` kept
-/// while only the `.bib` had changed). Bounded in depth and entries, since the document may
+/// changes the rest of its input does not show (a restored `.bbl` would be kept while only
+/// the `.bib` changed). Bounded in depth and entries, since the document may
 /// make folders; past the bound, a text that matches no earlier one.
 pub fn contents_of_kinds(kinds: &[&str]) -> String {
     contents_of_kinds_below(Path::new(WORK_DIR), kinds)
@@ -115,8 +115,8 @@ fn contents_of_kinds_below(root: &Path, kinds: &[&str]) -> String {
                 continue;
             };
             if seen > MAX_ENTRIES || (kind.is_dir() && depth == MAX_DEPTH) {
-                // Too many to tell: a text no earlier run had, so that the tool runs (a
-                // live attack made 5000 folders, and an edited .bib went unseen).
+                // Too many to tell: a text no earlier run had, so that the tool runs (an
+                // edited .bib among thousands of folders is not missed).
                 return format!("past the bounds at {:?}", std::time::Instant::now());
             }
             let path = entry.path();

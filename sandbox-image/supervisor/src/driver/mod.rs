@@ -113,8 +113,8 @@ pub fn run() -> io::Result<()> {
         compile(tools, engine, main_name, &folder, format, run)
     };
     // The passes from the last compile's files or format get half the timeout: passes they
-    // make loop forever (a live attack's planted .aux hung every later compile of the
-    // project) then fail in time to compile again from nothing.
+    // make loop forever (a planted .aux would hang every later compile of the document)
+    // then fail in time to compile again from nothing.
     let from_state_cpu =
         (from_state || format_given).then_some(u64::from(spec.timeout_seconds / 2).max(1));
     let mut succeeded = passes(&mut tools, &mut format, restored, from_state_cpu);

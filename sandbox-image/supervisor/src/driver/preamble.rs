@@ -42,7 +42,7 @@ const TEX_TREES: &[&str] = &[
 /// values (`\input glyphtounicode` with `\pdfgentounicode=1`, common in CV templates), font
 /// map lines, and what minted learns of the shell escape. A format of a preamble that reads one would give later PDFs other text or other
 /// fonts than the same request without the cache, and the check pass, which renders only this
-/// compile's pages, cannot tell (a live attack remapped a font the dumping body did not use).
+/// compile's pages, cannot tell (a font remapped that the dumping body does not use).
 const STATE_A_FORMAT_DROPS: &[&str] = &[
     "glyphtounicode",
     "pdfx.sty",
@@ -81,8 +81,8 @@ pub fn dump(
             Vec::new(),
         );
     };
-    // The scheduler keys the format by the sources as sent: a dump must read those (a review
-    // had a body rewrite main.tex with `\openout`, and the format carried code no source did).
+    // The scheduler keys the format by the sources as sent: a dump must read those (a body
+    // that rewrites main.tex with `\openout` would put code no source holds into the format).
     if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
         let judged = refused(&format!("the compile rewrote {rewritten}"));
         return give_up(tools, judged);
@@ -97,8 +97,8 @@ pub fn dump(
         return give_up(tools, refused("the main file is not among the sources"));
     };
     // The dump reads the main file cut where the scheduler's key ends, so the format holds
-    // nothing the key leaves out, however the preamble reads on (a review's preamble took the
-    // body in a delimited macro argument, and the format printed it in the next document).
+    // nothing the key leaves out, however the preamble reads on (a preamble can take the
+    // body in a delimited macro argument, and the format would print it in the next document).
     let mut cut = sent[..preamble_end(&sent)].to_vec();
     cut.extend_from_slice(BEGIN_DOCUMENT);
     cut.push(b'\n');
