@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 pub const HELLO: &str =
     "\\documentclass{article}\\begin{document}Hello from texfleet\\end{document}";
+/// A document TeX loops on until the job's timeout.
+pub const ENDLESS: &str = "\\loop\\iftrue\\repeat";
 
 pub struct TestApp {
     pub url: String,
@@ -195,6 +197,11 @@ impl TestApp {
         let response = self.get(&format!("/compile/{id}/pdf")).await;
         assert_eq!(response.status(), 200, "no PDF for {id}");
         response.bytes().await.unwrap().to_vec()
+    }
+
+    /// `DELETE /compile/{id}` with this app's token.
+    pub async fn cancel(&self, id: &str) -> reqwest::Response {
+        self.delete_as(&self.token, &format!("/compile/{id}")).await
     }
 
     /// The JSON body of a `GET` of `path` with this app's token.

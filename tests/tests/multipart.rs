@@ -4,7 +4,7 @@
 use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
 use std::time::Duration;
-use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, tiny_png, TestApp};
+use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, tiny_png, TestApp, ENDLESS};
 
 fn form(metadata: &Value, files: &[(&str, &[u8])]) -> Form {
     let mut form = Form::new().part(
@@ -226,7 +226,7 @@ async fn an_idempotency_key_covers_multipart_submissions() {
 async fn a_client_waiting_for_the_start_hears_of_it_when_the_job_starts() {
     let app = TestApp::spawn().await;
     let job = app
-        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 8 }))
+        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 8 }))
         .await;
     let id = job["id"].as_str().unwrap();
     let response = app

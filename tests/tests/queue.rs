@@ -1,87 +1,10 @@
-//! The queue's contract on the real stack: cancellation, waiting, idempotency, back-pressure,
-//! fairness between projects and retention.
+//! The queue's contract on the real stack: waiting for a job, back-pressure, fairness between
+//! projects, claims up to each project's cap, and an API shutting down.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_core::storage::StorageError;
-use texfleet_e2e::{containers_of_job, eventually, slow_proxy, TestApp, HELLO};
-
-const ENDLESS: &str = "\\loop\\iftrue\\repeat";
-
-async fn delete(app: &TestApp, id: &str) -> reqwest::Response {
-    app.delete_as(&app.token, &format!("/compile/{id}")).await
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_queued_job_is_cancelled_at_once_and_only_once() {
-    let app = TestApp::spawn_api_only(|_| {}).await;
-    let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap();
-    let response = delete(&app, id).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    let cancelled: Value = response.json().await.unwrap();
-    assert_eq!(cancelled["status"], "Cancelled");
-    assert_eq!(cancelled["error"]["code"], "cancelled");
-    assert!(cancelled["finished_at"].is_string());
-    let again = delete(&app, id).await;
-    assert_eq!(again.status(), StatusCode::CONFLICT);
-    let again: Value = again.json().await.unwrap();
-    assert_eq!(again["code"], "already_finished", "{again:#}");
-    assert_eq!(
-        delete(&app, &uuid::Uuid::new_v4().to_string())
-            .await
-            .status(),
-        StatusCode::NOT_FOUND
-    );
-    let (_, other_token) = app.other_project().await;
-    let foreign = app.delete_as(&other_token, &format!("/compile/{id}")).await;
-    assert_eq!(foreign.status(), StatusCode::NOT_FOUND);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_running_jobs_container_is_killed_within_two_seconds_of_cancellation() {
-    // One slot: the next job runs only once the scheduler is done with the cancelled one.
-    let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
-    let job = app
-        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))
-        .await;
-    let id = job["id"].as_str().unwrap().to_string();
-    eventually(
-        Duration::from_secs(60),
-        "the compile's container starts",
-        || async { !containers_of_job(&id).await.is_empty() },
-    )
-    .await;
-    let cancelled_at = Instant::now();
-    let response = delete(&app, &id).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    eventually(Duration::from_secs(2), "the container is gone", || async {
-        containers_of_job(&id).await.is_empty()
-    })
-    .await;
-    assert!(cancelled_at.elapsed() < Duration::from_secs(2));
-    let cancelled: Value = response.json().await.unwrap();
-    // Once the scheduler has moved on, it has written nothing over the cancellation.
-    let next = app.compile(json!({ "input_latex": HELLO })).await;
-    assert_eq!(next["status"], "Succeeded", "{next:#}");
-    let job = app.get_json(&format!("/compile/{id}")).await;
-    assert_eq!(
-        job, cancelled,
-        "the cancelled job changed after its cancellation"
-    );
-    let short_id = id.split('-').next().unwrap();
-    let stored = app
-        .storage
-        .list(&format!("compiles/{short_id}/"))
-        .await
-        .unwrap();
-    assert_eq!(
-        stored,
-        Vec::<String>::new(),
-        "a cancelled job's outputs were stored"
-    );
-}
+use texfleet_e2e::{eventually, TestApp, ENDLESS, HELLO};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
@@ -131,74 +54,7 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
         job["status"] == "Queued" || job["status"] == "Running",
         "{job:#}"
     );
-    delete(&app, job["id"].as_str().unwrap()).await;
-}
-
-async fn post_with_key(app: &TestApp, token: &str, key: &str, body: &Value) -> reqwest::Response {
-    app.post_with_headers(token, "/compile", body, &[("Idempotency-Key", key)])
-        .await
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_idempotency_key_returns_the_original_job_or_a_conflict() {
-    let app = TestApp::spawn_api_only(|_| {}).await;
-    let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
-    let first = post_with_key(&app, &app.token, "key-1", &body).await;
-    assert_eq!(first.status(), StatusCode::ACCEPTED);
-    let first: Value = first.json().await.unwrap();
-    // The same body with its fields in another order is the same request.
-    let reordered = json!({ "input_latex": HELLO, "project_id": app.project_id });
-    let replay = post_with_key(&app, &app.token, "key-1", &reordered).await;
-    assert_eq!(replay.status(), StatusCode::OK);
-    assert_eq!(replay.json::<Value>().await.unwrap(), first);
-    let other = json!({ "project_id": app.project_id, "input_latex": "\\relax" });
-    let conflict = post_with_key(&app, &app.token, "key-1", &other).await;
-    assert_eq!(conflict.status(), StatusCode::CONFLICT);
-    let conflict: Value = conflict.json().await.unwrap();
-    assert_eq!(conflict["code"], "idempotency_conflict", "{conflict:#}");
-    assert!(
-        conflict["detail"]
-            .as_str()
-            .unwrap()
-            .contains(first["id"].as_str().unwrap()),
-        "the conflict names the original job: {conflict:#}"
-    );
-    let second = post_with_key(&app, &app.token, "key-2", &other).await;
-    assert_eq!(second.status(), StatusCode::ACCEPTED);
-    let bad = post_with_key(&app, &app.token, "bad key", &body).await;
-    assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let bad: Value = bad.json().await.unwrap();
-    assert_eq!(bad["code"], "validation_failed");
-    assert_eq!(bad["errors"][0]["field"], "Idempotency-Key", "{bad:#}");
-    assert_eq!(app.count_jobs("true").await, 2);
-
-    // Keys belong to a project: another project's "key-1" is a job of its own.
-    let (other_project, other_token) = app.other_project().await;
-    let theirs = json!({ "project_id": other_project, "input_latex": HELLO });
-    let theirs = post_with_key(&app, &other_token, "key-1", &theirs).await;
-    assert_eq!(theirs.status(), StatusCode::ACCEPTED);
-    assert_ne!(theirs.json::<Value>().await.unwrap()["id"], first["id"]);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn concurrent_submissions_with_one_key_make_one_job() {
-    let app = TestApp::spawn_api_only(|_| {}).await;
-    let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
-    let answers = futures::future::join_all(
-        (0..16).map(|_| post_with_key(&app, &app.token, "one-key", &body)),
-    )
-    .await;
-    let mut statuses = Vec::new();
-    let mut ids = Vec::new();
-    for answer in answers {
-        statuses.push(answer.status().as_u16());
-        ids.push(answer.json::<Value>().await.unwrap()["id"].clone());
-    }
-    statuses.sort();
-    assert_eq!(statuses, [[200; 15].as_slice(), &[202]].concat());
-    ids.dedup();
-    assert_eq!(ids.len(), 1, "the answers name several jobs: {ids:?}");
-    assert_eq!(app.count_jobs("true").await, 1);
+    app.cancel(job["id"].as_str().unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -225,7 +81,7 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
         "queue_full"
     );
     // A job that leaves the queue, cancelled or claimed, frees its place.
-    delete(&app, queued[0]["id"].as_str().unwrap()).await;
+    app.cancel(queued[0]["id"].as_str().unwrap()).await;
     app.submit(json!({ "input_latex": HELLO })).await;
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
@@ -297,179 +153,8 @@ async fn one_project_s_backlog_does_not_starve_another() {
         "the single job waited for the backlog ({waiting} still queued)"
     );
     for id in backlog {
-        delete(&app, &id).await;
+        app.cancel(&id).await;
     }
-}
-
-/// Asserts that the store answers "no such key" for `key`, not any other failure.
-async fn assert_not_stored(app: &TestApp, key: &str) {
-    match app.storage.get_bytes(key).await {
-        Err(StorageError::NotFound(_)) => {}
-        Err(other) => panic!("{key}: {other}"),
-        Ok(_) => panic!("{key} is still stored"),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
-    let app = TestApp::spawn_with(|config| {
-        config.retention_days = 1;
-        config.retention_interval_seconds = 1;
-    })
-    .await;
-    let succeeded = app.compile(json!({ "input_latex": HELLO })).await;
-    assert_eq!(succeeded["status"], "Succeeded");
-    let failed = app
-        .compile(json!({ "input_latex": "\\documentclass{article}\\begin{document}\\undefined\\end{document}" }))
-        .await;
-    assert_eq!(failed["status"], "Failed");
-    let cancelled = app
-        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
-        .await;
-    let cancelled = delete(&app, cancelled["id"].as_str().unwrap()).await;
-    assert_eq!(cancelled.status(), StatusCode::OK);
-    let cancelled: Value = cancelled.json().await.unwrap();
-    let recent = app.compile(json!({ "input_latex": HELLO })).await;
-    let queued = app
-        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
-        .await;
-    let old = [&succeeded, &failed, &cancelled].map(|job| job["id"].as_str().unwrap().to_string());
-    let aged = app
-        .execute(&format!(
-            "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id::text IN ('{}')",
-            old.join("', '")
-        ))
-        .await;
-    assert_eq!(aged, 3);
-
-    for id in &old {
-        eventually(
-            Duration::from_secs(30),
-            &format!("the old job {id} is deleted"),
-            || async { app.get(&format!("/compile/{id}")).await.status() == StatusCode::NOT_FOUND },
-        )
-        .await;
-    }
-    for key in [
-        &succeeded["pdf_storage_key"],
-        &succeeded["log_storage_key"],
-        &failed["log_storage_key"],
-    ] {
-        assert_not_stored(&app, key.as_str().unwrap()).await;
-    }
-    let recent_key = recent["pdf_storage_key"].as_str().unwrap();
-    assert!(
-        app.storage.get_bytes(recent_key).await.is_ok(),
-        "a recent PDF was deleted"
-    );
-    assert_eq!(
-        app.get(&format!("/compile/{}", queued["id"].as_str().unwrap()))
-            .await
-            .status(),
-        StatusCode::OK
-    );
-    delete(&app, queued["id"].as_str().unwrap()).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cancel_during_the_upload_leaves_nothing_stored_and_one_after_it_changes_nothing() {
-    // Uploads through a proxy that holds each chunk three seconds: the cancellation lands
-    // mid-upload, however loaded the machine.
-    let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
-    let upstream = garage.trim_start_matches("http://").to_string();
-    let proxy = slow_proxy(upstream, Duration::from_secs(3)).await;
-    let app = TestApp::spawn_with(|config| {
-        config.s3_endpoint = format!("http://{proxy}");
-        config.scheduler_slots = 1;
-    })
-    .await;
-    let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap().to_string();
-    let short_id = id.split('-').next().unwrap().to_string();
-    let stored = || {
-        let (app, prefix) = (&app, format!("compiles/{short_id}/"));
-        async move {
-            let mut keys = app.storage.list(&prefix).await.unwrap();
-            keys.sort();
-            keys
-        }
-    };
-    // The log is stored first; the PDF and the outcome are still to come.
-    eventually(Duration::from_secs(120), "the log is uploaded", || async {
-        !stored().await.is_empty()
-    })
-    .await;
-    let response = delete(&app, &id).await;
-    assert_eq!(
-        response.status(),
-        StatusCode::OK,
-        "the job ended before the cancel"
-    );
-    let cancelled: Value = response.json().await.unwrap();
-    // One slot: once the next job ran, the scheduler is done with the cancelled one.
-    let next = app.compile(json!({ "input_latex": HELLO })).await;
-    assert_eq!(next["status"], "Succeeded", "{next:#}");
-    assert_eq!(app.get_json(&format!("/compile/{id}")).await, cancelled);
-    assert_eq!(
-        stored().await,
-        Vec::<String>::new(),
-        "a cancelled job's outputs stayed"
-    );
-
-    // A cancel after the end is refused and leaves the outputs where they are.
-    let next_id = next["id"].as_str().unwrap();
-    let late = delete(&app, next_id).await;
-    assert_eq!(late.status(), StatusCode::CONFLICT);
-    assert_eq!(
-        late.json::<Value>().await.unwrap()["code"],
-        "already_finished"
-    );
-    assert_eq!(app.get_json(&format!("/compile/{next_id}")).await, next);
-    assert!(app.pdf_of(next_id).await.starts_with(b"%PDF-"));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
-    let app = TestApp::spawn_api_only(|_| {}).await;
-    let taken = app.submit(json!({ "input_latex": HELLO })).await;
-    let taken_id = taken["id"].as_str().unwrap();
-    // Another id with the same first segment, so the same storage keys.
-    let colliding: uuid::Uuid = format!("{}-0000-4000-8000-000000000000", &taken_id[..8])
-        .parse()
-        .unwrap();
-    let fresh = uuid::Uuid::new_v4();
-    let api = texfleet_core::db::pool(&app.config, &app.config.api_database_url).unwrap();
-    let mut client = api.get().await.unwrap();
-    let transaction = texfleet_core::db::begin_project(&mut client, app.project_id)
-        .await
-        .unwrap();
-    let job = texfleet_core::model::NewJob {
-        project_id: app.project_id,
-        engine: texfleet_core::model::Engine::Pdflatex,
-        halt_on_error: false,
-        timeout_seconds: 30,
-        main: "main.tex".into(),
-        files: vec![texfleet_core::model::SourceFile {
-            path: "main.tex".into(),
-            content: HELLO.into(),
-        }],
-        use_cache: false,
-    };
-    let submitted =
-        texfleet_core::db::insert_job_with_ids(&transaction, &job, None, vec![colliding, fresh])
-            .await
-            .unwrap();
-    transaction.commit().await.unwrap();
-    let texfleet_core::db::Submitted::New(inserted) = submitted else {
-        panic!("the job was not queued");
-    };
-    assert_eq!(inserted.id, fresh, "the colliding id was not drawn again");
-    assert_eq!(
-        app.get_json(&format!("/compile/{fresh}")).await["status"],
-        "Queued"
-    );
-    assert_eq!(app.get_json(&format!("/compile/{taken_id}")).await, taken);
-    assert_eq!(app.count_jobs(&format!("id = '{colliding}'")).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{container_of_running_job, pdf_text, SchedulerProcess, TestApp, HELLO};
+use texfleet_e2e::{container_of_running_job, pdf_text, SchedulerProcess, TestApp, ENDLESS, HELLO};
 
 const GRACE_SECONDS: u64 = 20;
 
@@ -27,7 +27,7 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
         .submit(json!({ "input_latex": BUSY_FOR_SECONDS, "timeout_seconds": 120 }))
         .await;
     let endless = app
-        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 300 }))
+        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 300 }))
         .await;
     let (busy_id, endless_id) = (
         busy["id"].as_str().unwrap(),

@@ -8,7 +8,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, HELLO};
+use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, ENDLESS, HELLO};
 
 const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
 
@@ -127,10 +127,10 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
                          "halt_on_error": true }))
         .await;
     let timed_out = app
-        .compile(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 2 }))
+        .compile(json!({ "input_latex": ENDLESS, "timeout_seconds": 2 }))
         .await;
     let running = app
-        .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 60 }))
+        .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
         .await;
     let id = running["id"].as_str().unwrap();
     eventually(Duration::from_secs(60), "the loop runs", || async {
