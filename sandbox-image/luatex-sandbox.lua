@@ -35,8 +35,10 @@ local original = {
   traceback = debug.traceback, getinfo = debug.getinfo, kpsepopen = os.kpsepopen,
 }
 
--- The absolute, normalised form of `path`, or nil when it has a `..` component.
+-- The absolute, normalised form of `path`, or nil when it has a `..` component or a NUL (C
+-- reads a name only up to it: "..\0" would be `..` there).
 local function absolute(path)
+  if path:find("\0", 1, true) then return nil end
   if path:sub(1, 1) ~= "/" then
     path = (original.currentdir() or "") .. "/" .. path
   end
@@ -117,6 +119,26 @@ for _, library in ipairs({ fontloader, epdf, pdfe }) do
   for _, name in ipairs({ "open", "info", "new" }) do
     if type(library) == "table" and type(library[name]) == "function" then
       library[name] = guard(library[name])
+    end
+  end
+end
+-- zlib and zziplib open plain files too, by any name.
+for _, library in ipairs({ gzip, zip }) do
+  for _, name in ipairs({ "open", "openfile", "lines" }) do
+    if type(library) == "table" and type(library[name]) == "function" then
+      library[name] = guard(library[name])
+    end
+  end
+end
+-- HarfBuzz reads fonts by name; luaotfload's harf mode uses it for fonts in the TeX trees.
+do
+  local ok, hb = pcall(require, "luaharfbuzz")
+  if ok and type(hb) == "table" then
+    for _, by_name in ipairs({ { hb.Blob, "new_from_file" }, { hb.Face, "new" } }) do
+      local class, name = by_name[1], by_name[2]
+      if type(class) == "table" and type(class[name]) == "function" then
+        class[name] = guard(class[name])
+      end
     end
   end
 end
@@ -213,7 +235,7 @@ end
 -- files. Such names are not found; every other lookup is as kpathsea makes it.
 local function kpse_name_permitted(name)
   if type(name) ~= "string" then return true end
-  if name:find("$", 1, true) then return false end
+  if name:find("$", 1, true) or name:find("\0", 1, true) then return false end
   return name:sub(1, 1) ~= "/" or permitted(name)
 end
 local function guard_kpse_lookup(f)
@@ -222,15 +244,18 @@ local function guard_kpse_lookup(f)
     return f(name, ...)
   end
 end
-kpse.find_file = guard_kpse_lookup(kpse.find_file)
-if kpse.lookup then kpse.lookup = guard_kpse_lookup(kpse.lookup) end
+-- readable_file asks access(2), which Landlock does not check: an oracle of every file.
+local kpse_lookups = { find_file = true, lookup = true, readable_file = true }
+for name in pairs(kpse_lookups) do
+  if kpse[name] then kpse[name] = guard_kpse_lookup(kpse[name]) end
+end
 local kpse_new = kpse.new
 kpse.new = function(...)
   local instance = kpse_new(...)
   return setmetatable({}, { __index = function(_, key)
     local method = instance[key]
     if type(method) ~= "function" then return method end
-    if key == "find_file" or key == "lookup" then
+    if kpse_lookups[key] then
       local guarded = guard_kpse_lookup(function(name, ...) return method(instance, name, ...) end)
       return function(_, name, ...) return guarded(name, ...) end
     end
@@ -248,22 +273,29 @@ local function checked(name)
   if type(name) == "string" and not permitted(name) then return nil end
   return name
 end
+-- A data file not found is opened by the name as written (\pdfextension obj file): refused,
+-- it is a name that cannot be opened.
+local function checked_data(name)
+  return checked(name) or "/nonexistent/refused-by-the-sandbox"
+end
 local engine_reads = {
   find_read_file = function(_, name)
     if not kpse.in_name_ok(name) then return nil end
     return checked(kpse.find_file(name, "tex", true))
   end,
   find_image_file = function(name) return checked(kpse.find_file(name, "tex", true)) end,
-  find_data_file = function(name) return checked(kpse.find_file(name, "tex", true)) end,
+  find_data_file = function(name) return checked_data(kpse.find_file(name, "tex", true)) end,
 }
+local answer_check = { find_read_file = checked, find_image_file = checked, find_data_file = checked_data }
 local register = callback.register
+-- Without a function (nil, or false, which would leave TeX's own unchecked lookup), ours.
 callback.register = function(name, f, ...)
   local ours = engine_reads[name]
-  if ours and f == nil then
+  if ours and type(f) ~= "function" then
     f = ours
-  elseif ours and type(f) == "function" then
-    local theirs = f
-    f = function(...) return checked(theirs(...)) end
+  elseif ours then
+    local theirs, check = f, answer_check[name]
+    f = function(...) return check(theirs(...)) end
   end
   return register(name, f, ...)
 end

@@ -4,7 +4,8 @@
 //! `texfleet_sandbox::shell_escape::check` allows it. Everything else (a script, another
 //! option, a command that did not come from kpathsea, a program off the list, arguments of
 //! another shape) is refused with exit 127 and one line on stderr. Every command, run or
-//! refused, is one line in `RECORD_FILE`, which the compile driver copies into the job's log.
+//! refused, is one line in the record the driver opened for the engine at `RECORD_FD`, which it
+//! copies into the job's log.
 //!
 //! It replaces itself with the program (no fork), so that the exit status, the pipe of
 //! `popen` and signals are the program's, after a Landlock layer that lets the program
@@ -12,11 +13,9 @@
 
 use nix::unistd::execve;
 use std::ffi::{CString, OsString};
-use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::OpenOptionsExt;
 use texfleet_sandbox::execution::restrict_execution;
-use texfleet_sandbox::shell_escape::{check, RAN, RECORD_FILE, REFUSAL};
+use texfleet_sandbox::shell_escape::{check, RAN, RECORD_FD, REFUSAL};
 
 /// What a shell answers for a command it cannot run.
 const NOT_RUN: i32 = 127;
@@ -67,16 +66,17 @@ fn shown(line: &[u8]) -> String {
     format!("{text:?}")
 }
 
-/// Appends `text` to the record the driver copies into the log: never through a link, never
-/// blocking on a FIFO (the compile can write /tmp too).
+/// Appends `text` to the record the driver copies into the log: only when it is a regular
+/// file (never blocking on a pipe), and closed for the program the shell becomes.
 fn record(text: &str) {
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(RECORD_FILE);
-    if let Ok(mut file) = file {
-        let _ = file.write_all(text.as_bytes());
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let regular = nix::sys::stat::fstat(RECORD_FD)
+        .is_ok_and(|stat| stat.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG);
+    if regular {
+        // SAFETY: the descriptor is borrowed for this write and left open.
+        let record = unsafe { std::os::fd::BorrowedFd::borrow_raw(RECORD_FD) };
+        let _ = nix::unistd::write(record, text.as_bytes());
     }
+    // A number that is not open fails harmlessly.
+    let _ = fcntl(RECORD_FD, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
 }

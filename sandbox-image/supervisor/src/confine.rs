@@ -44,8 +44,13 @@ const READABLE: &[&str] = &[
     "/var/lib/texmf",
     "/dev/urandom",
 ];
-/// Read-write hierarchies: the job's tmpfs mounts.
-const WRITABLE: &[&str] = &[WORK_DIR, "/tmp"];
+/// Read-write hierarchies of the compile: the job's tmpfs mounts.
+pub const WRITABLE: &[&str] = &[WORK_DIR, "/tmp"];
+/// What TeX itself may reach of them (a further layer on each engine run): of `/tmp` only the
+/// job's caches. The rest of `/tmp` is the driver's (a tool's output, page renderings, the
+/// shell escape's record), which a document must neither read nor write, whatever the
+/// engine's own checks let through.
+pub const ENGINE_WRITABLE: &[&str] = &[WORK_DIR, TEXMF_VAR];
 
 /// Limits inherited by every process of the compile. CPU time is per process; the
 /// supervisor's deadline bounds the whole compile.
@@ -78,15 +83,16 @@ pub fn prefer_for_oom_kill() -> io::Result<()> {
     Ok(())
 }
 
-/// Restricts this process and all it starts. Best effort where the kernel lacks Landlock
-/// (gVisor, old kernels): `texfleet sandbox check` reports what is enforced, and the
-/// scheduler refuses to start where it is required and missing.
-pub fn restrict_files() -> io::Result<RestrictionStatus> {
+/// Restricts this process and all it starts to reading [`READABLE`] and `writable`, and
+/// changing `writable` only. Best effort where the kernel lacks Landlock (gVisor, old
+/// kernels): `texfleet sandbox check` reports what is enforced, and the scheduler refuses to
+/// start where it is required and missing.
+pub fn restrict_files(writable: &[&str]) -> io::Result<RestrictionStatus> {
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read = AccessFs::from_read(LANDLOCK_ABI);
     let mut rules = Vec::new();
     let file_rights = AccessFs::from_file(LANDLOCK_ABI);
-    for (paths, access) in [(READABLE, read), (WRITABLE, all)] {
+    for (paths, access) in [(READABLE, read), (writable, all)] {
         for path in paths {
             // A path missing from this image has nothing to allow; a file takes only the
             // rights a file can have (asking more would leave the ruleset partly enforced).

@@ -3,15 +3,18 @@
 //! the seccomp profile refuses. Both the supervisor and the compile driver are single-threaded,
 //! so the child may prepare itself freely between fork and exec.
 
+use crate::confine;
 use nix::errno::Errno;
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{dup2, execve, fork, ForkResult, Pid};
 use std::ffi::CString;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use texfleet_sandbox::shell_escape;
 
 /// How a program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +38,11 @@ pub struct Program {
     /// The programs this one may execute besides itself (see
     /// [`texfleet_sandbox::execution::restrict_execution`]); None leaves it what its parent may execute.
     pub may_start: Option<Vec<String>>,
+    /// The only hierarchies it may write, and of the job's tmpfs mounts read (see
+    /// [`confine::restrict_files`]); None leaves it what its parent may.
+    pub may_write: Option<&'static [&'static str]>,
+    /// Whether the restricted shell's record is open for it at [`shell_escape::RECORD_FD`].
+    pub records_shell_escapes: bool,
 }
 
 impl Program {
@@ -48,12 +56,27 @@ impl Program {
                 .collect(),
             environment: environment.to_vec(),
             may_start: None,
+            may_write: None,
+            records_shell_escapes: false,
         }
     }
 
     /// Lets the program execute only itself and `others`.
     pub fn starting_only(mut self, others: &[&str]) -> Program {
         self.may_start = Some(others.iter().map(|other| other.to_string()).collect());
+        self
+    }
+
+    /// Lets the program write only `writable`, and read of the job's tmpfs mounts only that.
+    pub fn writing_only(mut self, writable: &'static [&'static str]) -> Program {
+        self.may_write = Some(writable);
+        self
+    }
+
+    /// Opens the restricted shell's record for the program (and the shell it starts) at
+    /// [`shell_escape::RECORD_FD`], before its layers shut it out of the record's folder.
+    pub fn recording_shell_escapes(mut self) -> Program {
+        self.records_shell_escapes = true;
         self
     }
 }
@@ -149,6 +172,18 @@ pub fn run(
     wait(spawn(program, None, output, || {
         for &(resource, limit) in limits {
             setrlimit(resource, limit, limit).map_err(io::Error::other)?;
+        }
+        if program.records_shell_escapes {
+            let record = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+                .open(shell_escape::RECORD_FILE)?;
+            dup2(record.as_raw_fd(), shell_escape::RECORD_FD).map_err(io::Error::other)?;
+        }
+        if let Some(writable) = program.may_write {
+            confine::restrict_files(writable)?;
         }
         match &program.may_start {
             Some(others) => texfleet_sandbox::execution::restrict_execution(&program.path, others),

@@ -37,6 +37,8 @@ pub struct Case {
     pub text_contains: Option<&'static str>,
     /// What the PDF text (whitespace removed) must not hold, beside the common markers.
     pub text_lacks: Option<&'static str>,
+    /// What the PDF's streams, inflated, must not hold.
+    pub streams_lack: Option<&'static str>,
 }
 
 pub const SUCCEEDS: &[(&str, Option<&str>)] = &[("Succeeded", None)];
@@ -72,6 +74,7 @@ fn case(
         log_lacks: None,
         text_contains: None,
         text_lacks: None,
+        streams_lack: None,
     }
 }
 
@@ -156,6 +159,26 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         // once kpsewhich has run (LuaTeX has no \write18: os.execute is its shell escape).
         Case { text_contains: Some("tmpread:refused-refused"), ..case("luatex openin of the driver's tmp", "lualatex",
             doc("\\directlua{os.execute('kpsewhich article.cls')}\\newread\\r\\openin\\r=/tmp/texfleet-shell-escape \\ifeof\\r tmpread:refused\\else tmpread:allowed\\closein\\r\\fi\\openin\\r=../tmp/texfleet-shell-escape \\ifeof\\r -refused\\else -allowed\\closein\\r\\fi"), SUCCEEDS) },
+        // Turning the sandbox's callback off leaves TeX's own lookup, which the engine's
+        // Landlock layer still keeps out of /tmp.
+        Case { text_contains: Some("disabled:refused"), ..case("luatex openin after disabling the sandbox's callback", "lualatex",
+            doc("\\directlua{os.execute('kpsewhich article.cls') luatexbase.disable_callback('find_read_file')}\\newread\\r\\openin\\r=/tmp/texfleet-shell-escape \\ifeof\\r disabled:refused\\else disabled:allowed\\fi"), SUCCEEDS) },
+        // A data file the callback refuses is not opened by its name as written.
+        Case { streams_lack: Some("package Biber"), ..case("luatex pdfobj file primitive outside the trees", "lualatex",
+            doc("\\pdfvariable compresslevel=0 \\immediate\\pdfextension obj stream file {/usr/share/perl5/Biber.pm}\\pdfextension catalog {/Leak \\the\\pdffeedback lastobj\\space 0 R}"), ANY_END) },
+        // zlib, zziplib and HarfBuzz open files by any name.
+        Case { text_contains: Some("libraries:refused-refused-refused"), ..case("lua gzip zip and harfbuzz reading tmp", "lualatex",
+            lua("os.execute('kpsewhich article.cls') local g = gzip.open('/tmp/texfleet-shell-escape', 'rb') local z = zip.openfile('/tmp/texfleet-shell-escape') local ok, hb = pcall(require, 'luaharfbuzz') local b = ok and hb.Blob.new_from_file('/usr/share/perl5/Biber.pm') tex.print('libraries:' .. (g and 'allowed' or 'refused') .. '-' .. (z and 'allowed' or 'refused') .. '-' .. (b and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // C reads a name up to its NUL: "..\0" is `..` there.
+        Case { text_contains: Some("nul:refused"), ..case("lua path with a nul byte", "lualatex",
+            lua("local ok, d = pcall(lfs.dir, '/tmp/texmf-var/..' .. string.char(0)) tex.print('nul:' .. ((ok and type(d) == 'function') and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // access(2) is no read: Landlock does not check it.
+        Case { text_contains: Some("readable:refused"), ..case("lua kpse readable_file as an oracle", "lualatex",
+            lua("tex.print('readable:' .. (kpse.readable_file('/etc/hostname') and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // The record of the shell escape is the driver's: a document can neither forge nor
+        // erase it (the engine reaches it only through the descriptor the shell appends to).
+        Case { log_contains: Some("texfleet-sh: refused"), log_lacks: Some("FORGED2"), ..case("luatex forging the shell escape record", "lualatex",
+            doc("\\directlua{os.execute('kpsewhich --version') luatexbase.add_to_callback('find_write_file', function(n, name) if name:find('forge') then return '/tmp/texfleet-shell-escape' end return name end, 'w')}\\newwrite\\w\\immediate\\openout\\w=forge.txt \\immediate\\write\\w{texfleet-sh: ran \"latexminted FORGED\\the\\numexpr1+1\\relax\"}\\immediate\\closeout\\w"), ANY_END) },
         Case { text_contains: Some("chdir:refused"), ..case("lua chdir to the root", "lualatex",
             lua("local ok = lfs.chdir('/') local f = io.open('etc/passwd') tex.print('chdir:' .. ((ok or f) and 'allowed' or 'refused'))"), SUCCEEDS) },
         // Files Landlock allows every program (all of /usr) but the Lua sandbox does not.

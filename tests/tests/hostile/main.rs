@@ -115,10 +115,11 @@ async fn check_case(app: &TestApp, case: &Case, job: &Value, secret: &str) -> Re
             return Err(format!("PDF text holds {forbidden:?}: {text:?}"));
         }
         exposed.push(("PDF text", text));
-        exposed.push((
-            "PDF streams",
-            String::from_utf8_lossy(&pdf_bytes_inflated(&pdf)).into_owned(),
-        ));
+        let streams = String::from_utf8_lossy(&pdf_bytes_inflated(&pdf)).into_owned();
+        if let Some(forbidden) = case.streams_lack.filter(|f| streams.contains(f)) {
+            return Err(format!("PDF streams hold {forbidden:?}"));
+        }
+        exposed.push(("PDF streams", streams));
     }
     let forbidden = [secret]
         .into_iter()

@@ -6,6 +6,7 @@
 //! through a shell, and the image has none.
 
 use super::eps::{GHOSTSCRIPT, XDVIPDFMX_COMMAND};
+use crate::confine;
 use crate::process::Program;
 use crate::supervise::SELF;
 use texfleet_sandbox::{shell_escape, JOB_NAME};
@@ -84,7 +85,10 @@ impl Engine {
         // runs, nothing else.
         let shell_escape = shell_escape::executables();
         let starts: Vec<&str> = shell_escape.iter().map(String::as_str).collect();
-        Program::new(path, &args, environment).starting_only(&starts)
+        Program::new(path, &args, environment)
+            .starting_only(&starts)
+            .writing_only(confine::ENGINE_WRITABLE)
+            .recording_shell_escapes()
     }
 
     /// Dumps the preamble of `main` into `output.fmt` with mylatexformat, under the job's own
@@ -108,7 +112,11 @@ impl Engine {
             "mylatexformat.ltx",
             main,
         ];
-        Some(Program::new(path, &args, environment).starting_only(&[]))
+        Some(
+            Program::new(path, &args, environment)
+                .starting_only(&[])
+                .writing_only(confine::ENGINE_WRITABLE),
+        )
     }
 
     /// What a pass writes: the PDF, or for XeTeX the `.xdv` that [`Engine::finish`] converts.
@@ -144,6 +152,8 @@ mod tests {
         for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
             let program = engine.pass("main.tex", true, None, &[]);
             assert_eq!(program.may_start, Some(shell_escape::executables()));
+            assert_eq!(program.may_write, Some(confine::ENGINE_WRITABLE));
+            assert!(program.records_shell_escapes);
             for expected in [
                 "-shell-restricted",
                 "-jobname=output",
@@ -190,6 +200,8 @@ mod tests {
             .windows(3)
             .any(|w| w == ["&pdflatex", "mylatexformat.ltx", "main.tex"]));
         assert!(dump.args.iter().any(|a| a == "-no-shell-escape"));
+        assert_eq!(dump.may_write, Some(confine::ENGINE_WRITABLE));
+        assert!(!dump.records_shell_escapes);
         assert!(Engine::Lualatex.dump("main.tex", &[]).is_none());
     }
 }

@@ -65,7 +65,7 @@ pub fn run() -> io::Result<()> {
     );
     // SAFETY: the handler only stores to an atomic.
     unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::other)?;
-    let landlock = confine::restrict_files()?;
+    let landlock = confine::restrict_files(confine::WRITABLE)?;
     // The API checked the path; a spec that did not come through it must not move the compile.
     if !names::is_safe_path(&spec.main) || !spec.files.iter().any(|f| f.path == spec.main) {
         return Err(io::Error::other(format!(
@@ -220,6 +220,8 @@ pub fn run() -> io::Result<()> {
 fn lay_out(tools: &mut Tools, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
     let work = Path::new(WORK_DIR);
     files::write_sources(work, &spec.files)?;
+    // The only folder of /tmp an engine reaches: it must exist when its layer is made.
+    fs::create_dir_all(confine::TEXMF_VAR)?;
     std::env::set_current_dir(folder)?;
     if engine == Engine::Lualatex {
         copy_font_names();

@@ -20,10 +20,13 @@ pub const SHELL: &str = "/usr/bin/sh";
 /// The prefixes of the lines the shell writes about each command: run, or refused.
 pub const RAN: &str = "texfleet-sh: ran";
 pub const REFUSAL: &str = "texfleet-sh: refused";
-/// Where the shell appends those lines (a refusal goes to stderr too, which TeX sends nowhere
-/// the driver reads); the driver copies them into the job's log after each pass. TeX's own
-/// `runsystem` lines are not copied: the document can write such lines into its log.
+/// Where the driver keeps those lines (a refusal goes to stderr too, which TeX sends nowhere
+/// the driver reads); it copies them into the job's log after each pass. TeX's own
+/// `runsystem` lines are not copied: the document can write such lines into its log. The
+/// engine may not reach the file's folder (`confine::ENGINE_WRITABLE`), so the driver opens it
+/// for each pass at [`RECORD_FD`], where the shell, which the engine starts, appends.
 pub const RECORD_FILE: &str = "/tmp/texfleet-shell-escape";
+pub const RECORD_FD: i32 = 3;
 
 const PYTHON: &str = "/usr/bin/python3";
 const KPSEWHICH: &str = "/usr/bin/kpsewhich";
