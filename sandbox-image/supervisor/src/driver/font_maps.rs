@@ -7,6 +7,9 @@
 
 use super::engine::Engine;
 
+/// pdfTeX's words for a font microtype would expand that has no map entry.
+const NOT_SCALABLE: &str =
+    "pdfTeX error (font expansion): auto expansion is only possible with scalable fonts";
 /// Where the image keeps the map without texlive-fonts-extra's fonts.
 const COMMON_MAPS: &str = "/usr/share/texfleet/font-maps";
 
@@ -38,17 +41,19 @@ impl FontMap {
         environment
     }
 
-    /// Whether a failed pass's log says it lacked a font: without its map entry pdfTeX looks
-    /// for a bitmap font, which nothing makes here, and stops (`!pdfTeX error: pdflatex (file
-    /// fa5brands0): Font fa5brands0 at 600 not found`). TeX breaks log lines at 79
-    /// characters, so the lines are joined first. A document that writes such a line itself
-    /// costs one more pass, once.
+    /// Whether a failed pass's log says it lacked a font: without its map entry pdfTeX takes
+    /// a font for a bitmap one, which nothing makes here (`!pdfTeX error: pdflatex (file
+    /// fa5brands0): Font fa5brands0 at 600 not found`), and which microtype cannot expand
+    /// (`! pdfTeX error (font expansion): auto expansion is only possible with scalable
+    /// fonts.`). TeX breaks log lines at 79 characters, so the lines are joined first. A
+    /// document that writes such a line itself costs one more pass, once.
     pub fn lacked_font(log: &str) -> bool {
         let joined: String = log.lines().collect();
-        joined.split("!pdfTeX error: ").skip(1).any(|error| {
-            let error: String = error.chars().take(300).collect();
-            error.contains("): Font ") && error.contains(" not found")
-        })
+        joined.contains(NOT_SCALABLE)
+            || joined.split("!pdfTeX error: ").skip(1).any(|error| {
+                let error: String = error.chars().take(300).collect();
+                error.contains("): Font ") && error.contains(" not found")
+            })
     }
 }
 
@@ -80,6 +85,10 @@ mod tests {
         // Broken at 79 characters, as TeX writes long lines.
         assert!(FontMap::lacked_font(
             "!pdfTeX error: pdflatex (file a-long-font-name-of-twenty-six): Font a-long-font-\nname-of-twenty-six at 600 not f\nound\n"
+        ));
+        // microtype's expansion of a font without a map entry, broken at 79 characters.
+        assert!(FontMap::lacked_font(
+            "! pdfTeX error (font expansion): auto expansion is only possible with scalable \nfonts.\n"
         ));
         assert!(!FontMap::lacked_font(
             "! LaTeX Error: File `x.sty' not found.\n"
