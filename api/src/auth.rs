@@ -41,11 +41,12 @@ impl FromRequestParts<AppState> for Authenticated {
             .await?
             .ok_or_else(|| Problem::unauthorized("the token is unknown, revoked or expired"))?;
         state.rate_limiter.check(token_hash)?;
-        if !state.sending.has_room(project_id) {
-            return Err(Problem::answers_held());
-        }
+        let reserved = state
+            .sending
+            .reserve(project_id)
+            .ok_or_else(Problem::answers_held)?;
         if let Some(owner) = parts.extensions.get::<crate::sending::AnswerOwner>() {
-            owner.set(project_id);
+            owner.set(project_id, reserved);
         }
         Ok(Authenticated { project_id })
     }

@@ -31,9 +31,10 @@ mod webhooks;
 
 pub use serve::bind;
 
+use axum::body::Bytes;
 use axum::http::{header, HeaderValue};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,11 +111,17 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
         .split_for_parts();
     let mut document = serde_json::to_value(&openapi).expect("the OpenAPI document serialises");
     webhooks::document_events(&mut document);
-    let openapi = Arc::new(document);
+    // Serialised once: every answer shares these bytes, so a slow reader holds no copy.
+    let openapi = Bytes::from(serde_json::to_vec(&document).expect("the document serialises"));
     router
         .route(
             "/openapi.json",
-            get(move || async move { Json(openapi.as_ref().clone()) }),
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    openapi.clone(),
+                )
+            }),
         )
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)

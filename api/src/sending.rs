@@ -5,11 +5,15 @@
 //! everyone else's; a project that holds nothing is always answered, so that projects filling
 //! the whole budget together leave room for another.
 //!
-//! A request of a project past that is `503 unavailable` with `Retry-After` as soon as its
-//! token is known, before anything is done (`SendingBudget::has_room`). A read (`GET`,
-//! `HEAD`) whose answer would take the project past it is refused the same way; the answer to
-//! a change (`POST`, `DELETE`) is sent anyway and counted, since the change is made. Streamed
-//! answers (downloads) hold a piece at a time and are not counted.
+//! A request takes [`RESERVED_KIB`] of its project's share as soon as its token is known,
+//! before anything is done, or is `503 unavailable` with `Retry-After`
+//! (`SendingBudget::reserve`); that place becomes its answer's when it is built. A read
+//! (`GET`, `HEAD`) whose answer would take the project past its share is refused the same
+//! way; the answer to a change (`POST`, `DELETE`), made by then, is sent and counted. An
+//! answer holds its place until hyper has taken its last piece (`serve::Answering`), and hyper
+//! buffers little (`serve::HTTP1_BUFFER`). Streamed answers (downloads) hold a piece at a time,
+//! and answers to no project (health, `401`s, the OpenAPI document's shared bytes) are small
+//! or shared: neither is counted.
 
 use crate::problem::Problem;
 use axum::extract::{Request, State};
@@ -17,17 +21,17 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 /// The share of the budget one project may hold.
 const PROJECT_SHARE: usize = 4;
-/// The largest answer built in memory, a page of jobs (about 1.7 MB): a request starts only
-/// while its project's share has room for it.
-const LARGEST_ANSWER_KIB: usize = 2048;
+/// What a request holds of its project's share from its authentication to its answer: the
+/// largest answer to a change (a job with its diagnostics, which a compile keeps to about
+/// 150 kB). A page of jobs, a read, is charged as it is.
+const RESERVED_KIB: usize = 256;
 
-/// The KiB of answers being sent, in all and per project (`None`: answers to no project, such
-/// as `/healthz` and `401`s).
+/// The KiB of answers being sent, in all and per project.
 #[derive(Clone)]
 pub struct SendingBudget {
     held: Arc<Mutex<Holding>>,
@@ -38,22 +42,22 @@ pub struct SendingBudget {
 #[derive(Default)]
 struct Holding {
     total: usize,
-    projects: HashMap<Option<Uuid>, usize>,
+    projects: HashMap<Uuid, usize>,
 }
 
-/// The project a request was authenticated for, once it is known (set by the `Authenticated`
-/// extractor, read when the answer is charged).
+/// The project a request was authenticated for and the place it reserved (set by the
+/// `Authenticated` extractor, taken when the answer is charged).
 #[derive(Clone, Default)]
-pub struct AnswerOwner(Arc<OnceLock<Uuid>>);
+pub struct AnswerOwner(Arc<Mutex<Option<(Uuid, Charge)>>>);
 
 impl AnswerOwner {
-    pub fn set(&self, project: Uuid) {
-        let _ = self.0.set(project);
+    pub fn set(&self, project: Uuid, reserved: Charge) {
+        *self.0.lock().expect("not poisoned") = Some((project, reserved));
     }
 }
 
-/// An answer's place in the budget, carried in its response's extensions to the body that
-/// sends it (`serve::Answering`), which lets go of it with the last frame.
+/// A place in the budget: an answer's, carried in its response's extensions to the body that
+/// sends it (`serve::Answering`), which lets go of it with the last piece; or a request's.
 #[derive(Clone)]
 pub struct Charge {
     _held: Arc<Held>,
@@ -62,7 +66,7 @@ pub struct Charge {
 /// What one answer holds of the budget; dropping it gives it back.
 struct Held {
     budget: SendingBudget,
-    project: Option<Uuid>,
+    project: Uuid,
     kib: usize,
 }
 
@@ -76,24 +80,15 @@ impl SendingBudget {
         }
     }
 
-    /// Whether a request of `project` may start: the project holds nothing, or its share and
-    /// the whole budget have room for the largest answer.
-    pub fn has_room(&self, project: Uuid) -> bool {
-        let held = self.held.lock().expect("not poisoned");
-        let of_project = held.projects.get(&Some(project)).copied().unwrap_or(0);
-        of_project == 0
-            || (of_project + LARGEST_ANSWER_KIB <= self.per_project_kib
-                && held.total + LARGEST_ANSWER_KIB <= self.total_kib)
+    /// A request's place for `project`, unless the project holds its share or the budget is
+    /// spent (a project that holds nothing always has one).
+    pub fn reserve(&self, project: Uuid) -> Option<Charge> {
+        self.charge(project, RESERVED_KIB, true)
     }
 
     /// `kib` for an answer to `project`; `None` when the answer `may_be_refused` and the
     /// project, holding something already, would pass its share or the whole budget.
-    pub(crate) fn charge(
-        &self,
-        project: Option<Uuid>,
-        kib: usize,
-        may_be_refused: bool,
-    ) -> Option<Charge> {
+    pub(crate) fn charge(&self, project: Uuid, kib: usize, may_be_refused: bool) -> Option<Charge> {
         let mut held = self.held.lock().expect("not poisoned");
         let of_project = held.projects.get(&project).copied().unwrap_or(0);
         let over = of_project > 0
@@ -132,7 +127,7 @@ impl Drop for Held {
     }
 }
 
-/// Charges every answer built in memory to its project until its last byte is taken.
+/// Charges every answer to a project built in memory until its last piece is taken.
 pub async fn charge_answers(
     State(budget): State<SendingBudget>,
     mut request: Request,
@@ -142,11 +137,17 @@ pub async fn charge_answers(
     request.extensions_mut().insert(owner.clone());
     let may_be_refused = matches!(*request.method(), Method::GET | Method::HEAD);
     let response = next.run(request).await;
+    let reserved = owner.0.lock().expect("not poisoned").take();
+    let Some((project, reserved)) = reserved else {
+        return response;
+    };
     let Some(bytes) = hyper::body::Body::size_hint(response.body()).exact() else {
         return response;
     };
+    // The request's place gives way to its answer's.
+    drop(reserved);
     let kib = (bytes as usize).div_ceil(1024).max(1);
-    match budget.charge(owner.0.get().copied(), kib, may_be_refused) {
+    match budget.charge(project, kib, may_be_refused) {
         Some(charge) => {
             let mut response = response;
             response.extensions_mut().insert(charge);
@@ -163,19 +164,18 @@ mod tests {
     #[test]
     fn a_project_holds_a_quarter_and_a_change_is_answered_beyond_it() {
         let budget = SendingBudget::new(16 * 1024 * 1024);
-        let (one, other) = (Some(Uuid::new_v4()), Some(Uuid::new_v4()));
-        let first = budget.charge(one, 2048, true).expect("within the share");
-        assert!(budget.has_room(one.unwrap()), "room for the largest answer");
-        let second = budget.charge(one, 2047, true).expect("within the share");
+        let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let first = budget.charge(one, 3840, true).expect("within the share");
+        assert!(budget.reserve(one).is_some(), "room for a request");
+        let second = budget.charge(one, 1, true).expect("within the share");
+        assert!(budget.reserve(one).is_none(), "no room for a request");
         assert!(
-            !budget.has_room(one.unwrap()),
-            "no room for the largest answer"
-        );
-        assert!(
-            budget.charge(one, 2, true).is_none(),
+            budget.charge(one, 256, true).is_none(),
             "a read past the share"
         );
-        let change = budget.charge(one, 2, false).expect("a change is answered");
+        let change = budget
+            .charge(one, 256, false)
+            .expect("a change is answered");
         let others = budget
             .charge(other, 4096, true)
             .expect("another project's share");
@@ -187,7 +187,7 @@ mod tests {
     #[test]
     fn a_full_budget_refuses_projects_that_hold_some_and_answers_one_that_holds_none() {
         let budget = SendingBudget::new(8 * 1024);
-        let projects: Vec<Option<Uuid>> = (0..4).map(|_| Some(Uuid::new_v4())).collect();
+        let projects: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let held: Vec<Charge> = projects
             .iter()
             .map(|&project| budget.charge(project, 1, true).unwrap())
@@ -201,11 +201,9 @@ mod tests {
             budget.charge(projects[0], 1, true).is_none(),
             "the budget is full"
         );
-        assert!(!budget.has_room(projects[0].unwrap()));
-        let newcomer = Some(Uuid::new_v4());
-        let first = budget
-            .charge(newcomer, 1, true)
-            .expect("a project holding none");
+        assert!(budget.reserve(projects[0]).is_none());
+        let newcomer = Uuid::new_v4();
+        let first = budget.reserve(newcomer).expect("a project holding none");
         assert!(budget.charge(newcomer, 1, true).is_none());
         drop((held, first));
         assert!(budget.charge(projects[0], 2, true).is_some());

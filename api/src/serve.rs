@@ -33,6 +33,12 @@ const HTTP2_PING: Duration = Duration::from_secs(20);
 /// Requests one HTTP/2 connection may have in flight at once (hyper's default is 200): each
 /// may hold a database or S3 connection while its client reads slowly.
 const HTTP2_STREAMS: u32 = 32;
+/// What hyper may buffer of one HTTP/1 connection (headers read, answers not yet written;
+/// its default is about 400 KiB), and of one HTTP/2 stream's answer ([`ANSWER_PIECE`]; 400 KiB
+/// too). An answer's body is asked for its next piece only when that has room, so what a
+/// client has not taken stays in the answer, counted by [`crate::sending`], not in hyper's
+/// buffers, which hold only copies of the last pieces.
+const HTTP1_BUFFER: usize = 64 * 1024;
 
 /// Connections the kernel may hold for the API before it accepts them (Linux caps it at
 /// `net.core.somaxconn`, 4096 by default): a burst from one client that fills a short backlog
@@ -67,13 +73,15 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(header_timeout)
+        .max_buf_size(HTTP1_BUFFER);
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(HTTP2_PING)
         .keep_alive_timeout(HTTP2_PING)
-        .max_concurrent_streams(HTTP2_STREAMS);
+        .max_concurrent_streams(HTTP2_STREAMS)
+        .max_send_buf_size(ANSWER_PIECE);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -231,8 +239,10 @@ impl hyper::body::Body for Answering {
                 other => return other,
             }
         }
+        // A copy: a slice would keep the whole answer alive while hyper holds the piece,
+        // after the answer has given its place in the budget back.
         let piece = self.rest.len().min(ANSWER_PIECE);
-        let piece = self.rest.split_to(piece);
+        let piece = Bytes::copy_from_slice(&self.rest.split_to(piece));
         self.in_flight.progress();
         Poll::Ready(Some(Ok(Frame::data(piece))))
     }
@@ -275,7 +285,7 @@ mod tests {
             body: Body::from(vec![7u8; 40_000]),
             in_flight: slot.activity.begin(),
             rest: Bytes::new(),
-            charge: budget.charge(None, 40, true),
+            charge: budget.charge(uuid::Uuid::new_v4(), 40, true),
         };
         assert_eq!(hyper::body::Body::size_hint(&answer).exact(), Some(40_000));
         let mut pieces = Vec::new();

@@ -216,17 +216,17 @@ impl TestApp {
         client.execute(statement, &[]).await.unwrap()
     }
 
-    /// `count` finished jobs of this app's project with one diagnostic each, whose message
-    /// is 400 kB as JSON (a compile keeps up to about 150 kB; results reused from the cache
-    /// copy theirs, at no cost).
-    pub async fn insert_jobs_with_large_diagnostics(&self, count: usize) {
+    /// `count` finished jobs of this app's project with one diagnostic each, whose message is
+    /// `quotes` double quotes: twice that as JSON (a compile keeps up to about 150 kB; results
+    /// reused from the cache copy theirs, at no cost).
+    pub async fn insert_jobs_with_diagnostics(&self, count: usize, quotes: usize) {
         self.execute(&format!(
             "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
                                finished_at, diagnostics)
              SELECT gen_random_uuid(), '{}', 'pdflatex', 30, 1, 'Failed', now(),
                     jsonb_build_array(jsonb_build_object(
                         'severity', 'error', 'file', NULL, 'line', NULL,
-                        'message', repeat('\"', 200000)))
+                        'message', repeat('\"', {quotes})))
              FROM generate_series(1, {count})",
             self.project_id
         ))

@@ -9,17 +9,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 #[tokio::test(flavor = "multi_thread")]
-async fn one_project_s_slow_reader_leaves_room_for_another() {
+async fn one_project_s_slow_readers_leave_room_for_another() {
     let app = TestApp::spawn_api_only(|config| {
         config.max_sending_bytes = 8 * 1024 * 1024;
         config.max_connections_per_address = 0;
     })
     .await;
-    // A first page holds two of these jobs: about 800 kB, held while its reader stalls; the
-    // project's share (2 MiB) then has no room for another page.
-    app.insert_jobs_with_large_diagnostics(5).await;
+    // A first page holds two of these jobs: about 940 KiB, held while its reader stalls. Two
+    // readers leave the project's share (2 MiB) no room for another page, nor for a request's
+    // reservation (256 KiB).
+    app.insert_jobs_with_diagnostics(5, 240_000).await;
     let path = format!("/projects/{}/compiles?limit=100", app.project_id);
-    let reader = slow_reader(&app, &path).await;
+    let readers = [
+        slow_reader(&app, &path).await,
+        slow_reader(&app, &path).await,
+    ];
     let refused = app.get(&path).await;
     assert_eq!(refused.status(), 503);
     assert!(refused.headers().contains_key("retry-after"));
@@ -44,14 +48,99 @@ async fn one_project_s_slow_reader_leaves_room_for_another() {
         .get_as(&token, &format!("/projects/{other}/compiles"))
         .await;
     assert_eq!(served.status(), 200, "another project was refused");
-    // The reader's place comes back when its connection closes.
-    drop(reader);
+    // The readers' places come back when their connections close.
+    drop(readers);
     eventually(
         Duration::from_secs(10),
         "the project is answered again",
         || async { app.get(&path).await.status() == 200 },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_hyper_buffers_for_a_reader_that_never_reads_stay_counted() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.max_sending_bytes = 8 * 1024 * 1024;
+        config.max_connections_per_address = 0;
+    })
+    .await;
+    // Sixteen jobs of about 290 KiB each: more than the project's share (2 MiB) and the
+    // connection's socket buffer (512 KiB) together, each less than what hyper buffered per
+    // HTTP/2 stream by default (400 KiB).
+    app.insert_jobs_with_diagnostics(16, 150_000).await;
+    let client = app.pool.get().await.unwrap();
+    let ids: Vec<uuid::Uuid> = client
+        .query("SELECT id FROM jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    // An HTTP/2 client that opens every window wide and then reads nothing.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address_of(&app)).await.unwrap();
+    let mut opening = PREFACE.to_vec();
+    opening.extend_from_slice(&[0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 4, 0x7f, 0xff, 0xff, 0xff]);
+    opening.extend_from_slice(&[0, 0, 4, 8, 0, 0, 0, 0, 0, 0x7f, 0xfe, 0xff, 0xff]);
+    for (stream_id, id) in (1u8..).step_by(2).zip(&ids) {
+        let path = format!("/compile/{id}");
+        let authorization = format!("Bearer {}", app.token);
+        opening.extend(http2_get(stream_id, &path, &authorization));
+    }
+    stream.write_all(&opening).await.unwrap();
+    // What hyper took of the answers stays counted until the client takes it: the project's
+    // share fills, and another of those jobs is refused.
+    let job = format!("/compile/{}", ids[0]);
+    eventually(
+        Duration::from_secs(10),
+        "the project is refused",
+        || async { app.get(&job).await.status() == 503 },
+    )
+    .await;
+    // And stays refused while the reader takes nothing (hyper used to buffer 400 KiB of each
+    // stream's answer, which then gave its place back at once).
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            app.get(&job).await.status(),
+            503,
+            "the budget was given back"
+        );
+    }
+    drop(stream);
+    eventually(
+        Duration::from_secs(10),
+        "the project is answered again",
+        || async { app.get(&job).await.status() == 200 },
+    )
+    .await;
+}
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// An HTTP/2 HEADERS frame of `GET path` with an Authorization header, its header fields
+/// literal (HPACK's literal without indexing, each shorter than 127 bytes).
+fn http2_get(stream_id: u8, path: &str, authorization: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in [
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":authority", "x"),
+        (":path", path),
+        ("authorization", authorization),
+    ] {
+        block.push(0);
+        block.push(name.len() as u8);
+        block.extend_from_slice(name.as_bytes());
+        block.push(value.len() as u8);
+        block.extend_from_slice(value.as_bytes());
+    }
+    let length = (block.len() as u32).to_be_bytes();
+    let mut frame = vec![length[1], length[2], length[3], 1, 0x05, 0, 0, 0, stream_id];
+    frame.extend_from_slice(&block);
+    frame
 }
 
 /// A connection whose `GET path` is answered and read no further than its status line, with

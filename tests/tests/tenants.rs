@@ -266,7 +266,7 @@ async fn a_client_that_sends_a_huge_body_before_reading_gets_the_413() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_of_jobs_holds_at_most_a_mebibyte_of_diagnostics_and_goes_on() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    app.insert_jobs_with_large_diagnostics(5).await;
+    app.insert_jobs_with_diagnostics(5, 200_000).await;
     let mut sizes = Vec::new();
     let mut path = format!("/projects/{}/compiles?limit=100", app.project_id);
     loop {
