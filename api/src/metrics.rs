@@ -87,6 +87,19 @@ pub static CONNECTIONS_CLOSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+static ANSWER_BYTES_HELD: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge_with_registry!(
+        "texfleet_http_answer_bytes_held",
+        "Bytes of the answer budget (max_sending_bytes) held: answers built in memory that clients have not taken yet, and the places of requests being served.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub fn set_answer_bytes_held(kib: usize) {
+    ANSWER_BYTES_HELD.set((kib * 1024) as i64);
+}
+
 pub static CONNECTIONS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter_with_registry!(
         "texfleet_http_connections_refused_total",
@@ -112,6 +125,7 @@ pub fn init() {
     LazyLock::force(&HTTP_DURATION);
     LazyLock::force(&CONNECTIONS_OPEN);
     LazyLock::force(&CONNECTIONS_REFUSED);
+    LazyLock::force(&ANSWER_BYTES_HELD);
     for reason in ["header_timeout", "idle_timeout", "stalled", "evicted"] {
         CONNECTIONS_CLOSED.with_label_values(&[reason]);
     }

@@ -2,8 +2,8 @@
 //! until its client has taken the last byte, and a client may take one piece per
 //! `idle_timeout_seconds`: the API holds at most `max_sending_bytes` of answers at once, and
 //! one project at most a quarter of that, so that one project's slow readers leave room for
-//! everyone else's; a project that holds nothing is always answered, so that projects filling
-//! the whole budget together leave room for another.
+//! everyone else's; a project that holds little ([`FLOOR_KIB`]) is refused only by its own
+//! share, so that projects filling the whole budget together leave room for another.
 //!
 //! A request takes [`RESERVED_KIB`] of its project's share as soon as its token is known,
 //! before anything is done, or is `503 unavailable` with `Retry-After`
@@ -15,6 +15,7 @@
 //! and answers to no project (health, `401`s, the OpenAPI document's shared bytes) are small
 //! or shared: neither is counted.
 
+use crate::metrics;
 use crate::problem::Problem;
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -26,6 +27,10 @@ use uuid::Uuid;
 
 /// The share of the budget one project may hold.
 const PROJECT_SHARE: usize = 4;
+/// What a project may always hold, however full the whole budget is (only its own share
+/// bounds it): a page of jobs and a request's place. Projects filling the budget together
+/// thus never shut out one that holds little.
+const FLOOR_KIB: usize = 2048 + RESERVED_KIB;
 /// What a request holds of its project's share from its authentication to its answer: the
 /// largest answer to a change (a job with its diagnostics, which a compile keeps to about
 /// 150 kB). A page of jobs, a read, is charged as it is.
@@ -87,17 +92,20 @@ impl SendingBudget {
     }
 
     /// `kib` for an answer to `project`; `None` when the answer `may_be_refused` and the
-    /// project, holding something already, would pass its share or the whole budget.
+    /// project, holding something already, would pass its share, or pass [`FLOOR_KIB`] while
+    /// the whole budget is spent.
     pub(crate) fn charge(&self, project: Uuid, kib: usize, may_be_refused: bool) -> Option<Charge> {
         let mut held = self.held.lock().expect("not poisoned");
         let of_project = held.projects.get(&project).copied().unwrap_or(0);
-        let over = of_project > 0
-            && (of_project + kib > self.per_project_kib || held.total + kib > self.total_kib);
+        let past_share = of_project + kib > self.per_project_kib;
+        let budget_spent = held.total + kib > self.total_kib && of_project + kib > FLOOR_KIB;
+        let over = of_project > 0 && (past_share || budget_spent);
         if over && may_be_refused {
             return None;
         }
         held.total += kib;
         *held.projects.entry(project).or_insert(0) += kib;
+        metrics::set_answer_bytes_held(held.total);
         Some(Charge {
             _held: Arc::new(Held {
                 budget: self.clone(),
@@ -118,6 +126,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         let mut held = self.budget.held.lock().expect("not poisoned");
         held.total -= self.kib;
+        metrics::set_answer_bytes_held(held.total);
         if let Some(of_project) = held.projects.get_mut(&self.project) {
             *of_project -= self.kib;
             if *of_project == 0 {
@@ -185,27 +194,28 @@ mod tests {
     }
 
     #[test]
-    fn a_full_budget_refuses_projects_that_hold_some_and_answers_one_that_holds_none() {
-        let budget = SendingBudget::new(8 * 1024);
+    fn a_full_budget_refuses_projects_past_the_floor_and_answers_one_below_it() {
+        let budget = SendingBudget::new(64 * 1024 * 1024);
         let projects: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let held: Vec<Charge> = projects
             .iter()
-            .map(|&project| budget.charge(project, 1, true).unwrap())
-            .chain(
-                projects
-                    .iter()
-                    .map(|&project| budget.charge(project, 1, true).unwrap()),
-            )
+            .map(|&project| budget.charge(project, 16 * 1024, true).unwrap())
             .collect();
         assert!(
             budget.charge(projects[0], 1, true).is_none(),
-            "the budget is full"
+            "the share is spent"
         );
-        assert!(budget.reserve(projects[0]).is_none());
         let newcomer = Uuid::new_v4();
         let first = budget.reserve(newcomer).expect("a project holding none");
-        assert!(budget.charge(newcomer, 1, true).is_none());
-        drop((held, first));
-        assert!(budget.charge(projects[0], 2, true).is_some());
+        let second = budget.reserve(newcomer).expect("below the floor");
+        let page = budget
+            .charge(newcomer, 1024, true)
+            .expect("below the floor");
+        assert!(
+            budget.charge(newcomer, 1024, true).is_none(),
+            "past the floor while the budget is spent"
+        );
+        drop((held, first, second, page));
+        assert_eq!(budget.held_kib(), 0);
     }
 }

@@ -31,8 +31,10 @@ const SEND_BUFFER_BYTES: usize = 256 * 1024;
 /// How often an HTTP/2 connection is pinged, and how long its answer may take.
 const HTTP2_PING: Duration = Duration::from_secs(20);
 /// Requests one HTTP/2 connection may have in flight at once (hyper's default is 200): each
-/// may hold a database or S3 connection while its client reads slowly.
-const HTTP2_STREAMS: u32 = 32;
+/// may hold a database or S3 connection while its client reads slowly, and what hyper buffers
+/// of its answer ([`ANSWER_PIECE`]) with the piece on its way, uncounted by the budget: 16 KiB
+/// a stream, 128 KiB a connection, 128 MiB at 1024 connections.
+const HTTP2_STREAMS: u32 = 8;
 /// What hyper may buffer of one HTTP/1 connection (headers read, answers not yet written;
 /// its default is about 400 KiB), and of one HTTP/2 stream's answer ([`ANSWER_PIECE`]; 400 KiB
 /// too). An answer's body is asked for its next piece only when that has room, so what a
@@ -216,7 +218,7 @@ struct Answering {
     charge: Option<Charge>,
 }
 
-const ANSWER_PIECE: usize = 16 * 1024;
+const ANSWER_PIECE: usize = 8 * 1024;
 
 impl hyper::body::Body for Answering {
     type Data = Bytes;
@@ -293,7 +295,7 @@ mod tests {
             assert_eq!(budget.held_kib(), 40, "held until the last frame");
             pieces.push(frame.unwrap().into_data().unwrap().len());
         }
-        assert_eq!(pieces, [16_384, 16_384, 7_232]);
+        assert_eq!(pieces, [8_192, 8_192, 8_192, 8_192, 7_232]);
         assert!(hyper::body::Body::is_end_stream(&answer));
         assert_eq!(budget.held_kib(), 0, "given back at the end");
     }

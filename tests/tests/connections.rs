@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{address_of, client_from, closed_within, connect_from, TestApp, HELLO};
+use texfleet_e2e::{address_of, client_from, closed_within, connect_from, metric, TestApp, HELLO};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -26,21 +26,6 @@ async fn served_within(app: &TestApp, from: &str, limit: Duration) {
         "another client waited {:?}",
         started.elapsed()
     );
-}
-
-/// The value of one series of the API's metrics.
-async fn metric(app: &TestApp, series: &str) -> f64 {
-    let text = client_from("127.0.0.3")
-        .get(format!("{}/metrics", app.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no series {series}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -54,6 +54,9 @@ fn main() {
 }
 
 fn refuse(why: &str, line: &[u8]) -> ! {
+    // The reason may repeat the command's arguments: cut too, so that one refusal cannot fill
+    // the record and push the lines after it out of the log.
+    let why: String = why.chars().take(MAX_SHOWN).collect();
     let refusal = format!("{REFUSAL} {}: {why}\n", shown(line));
     eprint!("{refusal}");
     record(&refusal);

@@ -200,6 +200,10 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands without the shell", "lualatex",
             lua("tex.print('exec:' .. tostring(os.exec) .. '-' .. tostring(os.spawn) .. '-' .. tostring(os.execute('id')))"), SUCCEEDS) },
         // The restricted shell escape: kpathsea's list, then the restricted shell's checks.
+        // Refusals long enough to fill the shell's record do not hide what runs after them.
+        Case { log_contains: Some("texfleet-sh: ran \"kpsewhich 'article.cls'\""), ..case("shell escape record flooded by long refusals", "pdflatex",
+            doc(&format!("\\def\\x{{aaaaaaaaaa}}\\edef\\x{{{ten}}}\\edef\\x{{{ten}}}\\edef\\x{{{ten}}}\\edef\\x{{\\x\\x\\x\\x\\x}}{floods}\\immediate\\write18{{kpsewhich article.cls}}",
+                ten = "\\x".repeat(10), floods = "\\immediate\\write18{kpsewhich /\\x}".repeat(6))), SUCCEEDS) },
         Case { log_contains: Some("texfleet-sh: refused"), text_lacks: Some("usr/bin"), ..case("kpsewhich reading the environment", "pdflatex",
             doc("[\\input|\"kpsewhich -var-value=PATH\" ]"), SUCCEEDS) },
         Case { log_contains: Some("texfleet-sh: refused"), text_lacks: Some("usr/bin"), ..case("kpsewhich reading the environment from lua", "lualatex",

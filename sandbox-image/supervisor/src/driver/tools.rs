@@ -137,6 +137,11 @@ impl Tools {
     pub fn note_shell_escapes(&mut self) {
         let record = read_bounded(Path::new(shell_escape::RECORD_FILE));
         let _ = std::fs::remove_file(shell_escape::RECORD_FILE);
+        if record.len() as u64 >= MAX_RECORD_BYTES {
+            self.trace.push(format!(
+                "texfleet: the shell escape's record passed {MAX_RECORD_BYTES} bytes; what came after is not shown"
+            ));
+        }
         for prefix in [shell_escape::REFUSAL, shell_escape::RAN] {
             let lines: Vec<&str> = record.lines().filter(|l| l.starts_with(prefix)).collect();
             self.trace.extend(
