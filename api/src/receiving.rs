@@ -1,7 +1,9 @@
 //! Request bodies while they arrive. Each is kept whole until its last byte, so slow uploads
 //! near `max_body_bytes` could hold the host's memory: the API holds at most
 //! [`BUDGET_BODIES`] of the largest at once, and one project at most a quarter of that, so that
-//! one project's stalled uploads leave room for everyone else's.
+//! one project's stalled uploads leave room for everyone else's. A project holding less than
+//! one body of the largest size is refused only by its own share, so that projects filling the
+//! budget together leave room for another's upload.
 
 use axum::body::{Body, Bytes};
 use http_body_util::BodyExt;
@@ -38,12 +40,16 @@ pub enum BodyError {
 pub struct ReceivingBudget {
     total: Arc<Semaphore>,
     per_project_kib: usize,
+    /// One body of the largest size: what a project may hold past a spent budget.
+    floor_kib: usize,
     projects: Arc<Mutex<HashMap<Uuid, usize>>>,
 }
 
 /// What one body holds of the budget; dropping it gives it back.
 pub struct Held {
     permit: Option<OwnedSemaphorePermit>,
+    /// KiB held beyond the spent budget, under the floor.
+    beyond: usize,
     project: Uuid,
     projects: Arc<Mutex<HashMap<Uuid, usize>>>,
 }
@@ -56,6 +62,7 @@ impl ReceivingBudget {
         ReceivingBudget {
             total: Arc::new(Semaphore::new(kib)),
             per_project_kib: kib / PROJECT_SHARE,
+            floor_kib: max_body_bytes.div_ceil(1024),
             projects: Arc::default(),
         }
     }
@@ -63,37 +70,40 @@ impl ReceivingBudget {
     fn hold(&self, project: Uuid) -> Held {
         Held {
             permit: None,
+            beyond: 0,
             project,
             projects: self.projects.clone(),
         }
     }
 
-    /// `kib` more for `held`, if neither its project's share nor the whole budget is spent.
+    /// `kib` more for `held`, if its project's share is not spent, nor the whole budget while
+    /// the project holds a body's worth already.
     fn grow(&self, held: &mut Held, kib: usize) -> Result<(), BodyError> {
         let mut projects = self.projects.lock().expect("not poisoned");
         let project = projects.entry(held.project).or_insert(0);
         if *project + kib > self.per_project_kib {
             return Err(BodyError::Busy);
         }
-        let more = self
-            .total
-            .clone()
-            .try_acquire_many_owned(kib as u32)
-            .map_err(|_| BodyError::Busy)?;
-        *project += kib;
-        match &mut held.permit {
-            Some(permit) => permit.merge(more),
-            None => held.permit = Some(more),
+        match self.total.clone().try_acquire_many_owned(kib as u32) {
+            Ok(more) => match &mut held.permit {
+                Some(permit) => permit.merge(more),
+                None => held.permit = Some(more),
+            },
+            Err(_) if *project + kib <= self.floor_kib => held.beyond += kib,
+            Err(_) => return Err(BodyError::Busy),
         }
+        *project += kib;
         Ok(())
     }
 }
 
 impl Held {
     fn kib(&self) -> usize {
-        self.permit
-            .as_ref()
-            .map_or(0, |permit| permit.num_permits())
+        self.beyond
+            + self
+                .permit
+                .as_ref()
+                .map_or(0, |permit| permit.num_permits())
     }
 }
 
@@ -181,6 +191,27 @@ mod tests {
         let mut others = budget.hold(other);
         budget.grow(&mut others, 1024).unwrap();
         drop((held, fifth, others));
+        assert!(budget.projects.lock().unwrap().is_empty());
+        assert_eq!(budget.total.available_permits(), 16 * 1024);
+    }
+
+    #[test]
+    fn projects_filling_the_budget_leave_one_body_to_a_project_holding_less() {
+        let budget = ReceivingBudget::new(1024 * 1024);
+        let full: Vec<Held> = (0..4)
+            .map(|_| {
+                let mut held = budget.hold(Uuid::new_v4());
+                budget.grow(&mut held, 4 * 1024).unwrap();
+                held
+            })
+            .collect();
+        assert_eq!(budget.total.available_permits(), 0);
+        let mut light = budget.hold(Uuid::new_v4());
+        budget
+            .grow(&mut light, 1024)
+            .expect("one body past the spent budget");
+        assert!(matches!(budget.grow(&mut light, 1), Err(BodyError::Busy)));
+        drop((full, light));
         assert!(budget.projects.lock().unwrap().is_empty());
         assert_eq!(budget.total.available_permits(), 16 * 1024);
     }

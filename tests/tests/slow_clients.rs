@@ -104,6 +104,31 @@ async fn one_project_receiving_bodies_leaves_room_for_another() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn projects_filling_the_receiving_budget_leave_room_for_another_s_upload() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.max_body_bytes = 1024 * 1024;
+        config.max_connections_per_address = 0;
+    })
+    .await;
+    // Four projects, four stalled uploads each: the sixteen bodies the API holds at most.
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let (_, token) = app.other_project().await;
+        for _ in 0..4 {
+            stalled.push(stalled_upload(&app, &token).await);
+        }
+    }
+    assert_eq!(refused_uploads(&mut stalled).await, 0, "within the budget");
+    let (_, other) = app.other_project().await;
+    let mut upload = [stalled_upload(&app, &other).await];
+    assert_eq!(
+        refused_uploads(&mut upload).await,
+        0,
+        "a fifth project's first upload was refused"
+    );
+}
+
 /// A `POST /compile` whose body stops one byte short of the largest allowed.
 async fn stalled_upload(app: &TestApp, token: &str) -> TcpStream {
     let mut stream = connect_from("127.0.0.1", address_of(app)).await;
