@@ -115,31 +115,25 @@ for _, name in ipairs({ "dir", "chdir", "mkdir", "rmdir", "touch", "link", "read
                         "setmode", "lock_dir" }) do
   if lfs[name] then lfs[name] = guard(lfs[name]) end
 end
-for _, library in ipairs({ fontloader, epdf, pdfe }) do
-  for _, name in ipairs({ "open", "info", "new" }) do
-    if type(library) == "table" and type(library[name]) == "function" then
-      library[name] = guard(library[name])
-    end
+-- Guards the functions `names` of `library` (which may be absent) that take a file name first.
+local function guard_library(library, names)
+  if type(library) ~= "table" then return end
+  for _, name in ipairs(names) do
+    if type(library[name]) == "function" then library[name] = guard(library[name]) end
   end
 end
+guard_library(fontloader, { "open", "info", "new" })
+guard_library(epdf, { "open", "info", "new" })
+guard_library(pdfe, { "open", "info", "new" })
 -- zlib and zziplib open plain files too, by any name.
-for _, library in ipairs({ gzip, zip }) do
-  for _, name in ipairs({ "open", "openfile", "lines" }) do
-    if type(library) == "table" and type(library[name]) == "function" then
-      library[name] = guard(library[name])
-    end
-  end
-end
+guard_library(gzip, { "open", "openfile", "lines" })
+guard_library(zip, { "open", "openfile", "lines" })
 -- HarfBuzz reads fonts by name; luaotfload's harf mode uses it for fonts in the TeX trees.
 do
   local ok, hb = pcall(require, "luaharfbuzz")
   if ok and type(hb) == "table" then
-    for _, by_name in ipairs({ { hb.Blob, "new_from_file" }, { hb.Face, "new" } }) do
-      local class, name = by_name[1], by_name[2]
-      if type(class) == "table" and type(class[name]) == "function" then
-        class[name] = guard(class[name])
-      end
-    end
+    guard_library(hb.Blob, { "new_from_file" })
+    guard_library(hb.Face, { "new" })
   end
 end
 -- Wraps each function `names` of `library` so that the file `file_of(...)` names, if any, is

@@ -17,6 +17,7 @@
 mod cpu;
 mod floor;
 mod ingest;
+mod phases;
 mod reference;
 mod report;
 mod rss;
@@ -25,6 +26,7 @@ mod second;
 use crate::client::{job_id, Client, ServerArgs};
 use anyhow::{ensure, Context as _};
 use floor::{durations, floor_job, Run};
+use phases::{parse_time, Phases};
 use report::{Figures, Latency};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -339,50 +341,6 @@ async fn service_throughput(
     let span =
         (last_finished.context("no jobs")? - first_created.context("no jobs")?).as_seconds_f64();
     Ok(ids.len() as f64 / span)
-}
-
-/// Where a job's time went, from its own timestamps: waiting to be claimed, compiling in the
-/// sandbox, the sandbox and upload work around the compile, and the API and notification path
-/// to the client.
-#[derive(Default)]
-struct Phases {
-    queue: f64,
-    compile: f64,
-    around: f64,
-    client: f64,
-}
-
-impl Phases {
-    fn add(&mut self, job: &Value, observed: Duration) -> anyhow::Result<()> {
-        let created = parse_time(&job["created_at"])?;
-        let started = parse_time(&job["started_at"])?;
-        let finished = parse_time(&job["finished_at"])?;
-        let compile = job["duration_ms"].as_f64().context("duration_ms")?;
-        self.queue += (started - created).as_seconds_f64() * 1000.0;
-        self.compile += compile;
-        self.around += (finished - started).as_seconds_f64() * 1000.0 - compile;
-        self.client += ms(observed) - (finished - created).as_seconds_f64() * 1000.0;
-        Ok(())
-    }
-
-    fn summary(&self, runs: usize) -> String {
-        let n = runs.max(1) as f64;
-        format!(
-            "queue {:.0} ms, compile {:.0} ms, container and upload {:.0} ms, API and notification {:.0} ms",
-            self.queue / n,
-            self.compile / n,
-            self.around / n,
-            self.client / n
-        )
-    }
-}
-
-fn parse_time(value: &Value) -> anyhow::Result<OffsetDateTime> {
-    let text = value.as_str().context("a timestamp")?;
-    Ok(OffsetDateTime::parse(
-        text,
-        &time::format_description::well_known::Rfc3339,
-    )?)
 }
 
 fn percentile(samples: &[Duration], quantile: f64) -> Duration {

@@ -12,6 +12,7 @@
 //! - [`metrics`]: the API's metrics;
 //! - [`pdf`]: the text and streams of PDFs;
 //! - [`project`]: projects on disk, as requests send them;
+//! - [`rows`]: the test database's rows, past row-level security;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit.
 
@@ -24,6 +25,7 @@ mod metrics;
 mod pdf;
 mod processes;
 mod project;
+mod rows;
 mod slow_proxy;
 mod wait;
 
