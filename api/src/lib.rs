@@ -17,6 +17,7 @@ mod connections;
 mod downloads;
 mod events;
 mod info;
+mod memory;
 mod metrics;
 mod problem;
 mod problem_code;
@@ -174,6 +175,7 @@ pub async fn serve(
         config: Arc::new(config),
     };
     metrics::init();
+    memory::give_back_large_blocks();
     tracing::info!(addr = %listener.local_addr()?, "api listening");
     let header_timeout = Duration::from_secs(state.config.header_timeout_seconds);
     let connections = connections::Connections::new(connections::Limits {

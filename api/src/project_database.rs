@@ -46,6 +46,15 @@ impl ProjectDatabase {
     }
 }
 
+impl ProjectClient {
+    /// Closes the connection instead of handing it back to the pool: tokio-postgres keeps the
+    /// buffers of a connection's largest message for as long as the connection lives, so one
+    /// that carried a large submission would go on holding its size.
+    pub fn close(self) {
+        drop(PooledClient::take(self.client));
+    }
+}
+
 impl std::ops::Deref for ProjectClient {
     type Target = PooledClient;
 

@@ -74,16 +74,19 @@ pub async fn submit(
             default_timeout_seconds: config.default_timeout_seconds,
             max_timeout_seconds: config.max_timeout_seconds,
         };
+        // Each step consumes what the one before made, so that a body is in memory at most
+        // `COPIES` times at once.
         let new_job = match multipart {
             None => {
                 let value = json_value(&body)?;
+                drop(body);
                 auth.may_name(request::project_id(&value))?;
-                request::parse(&value, &limits)
+                request::parse(value, &limits)
             }
             Some(boundary) => {
                 let (metadata, uploads) = request::read_multipart(body, boundary).await?;
                 auth.may_name(request::project_id(&metadata))?;
-                request::parse_multipart(&metadata, uploads, &limits)
+                request::parse_multipart(metadata, uploads, &limits)
             }
         }
         .map_err(Problem::validation)?;
@@ -99,6 +102,9 @@ pub async fn submit(
     );
     Ok(response)
 }
+
+/// The largest submission after which the database connection that inserted it is kept.
+const KEPT_CONNECTION_BYTES: usize = 1024 * 1024;
 
 /// Inserts the job (or finds the one it repeats or reuses) and says how to answer.
 async fn insert(
@@ -126,6 +132,9 @@ async fn insert(
     let inputs = input_hash(new_job, config);
     let submitted = db::insert_job(&transaction, new_job, &inputs, &admission, idempotency).await?;
     transaction.commit().await.map_err(db::DbError::from)?;
+    if new_job.files.iter().map(|f| f.content.len()).sum::<usize>() > KEPT_CONNECTION_BYTES {
+        client.close();
+    }
     let looked_up = new_job.use_cache && config.result_cache;
     match submitted {
         Submitted::New(job) => {

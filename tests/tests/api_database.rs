@@ -95,3 +95,43 @@ async fn waiting_on_a_lock(app: &TestApp) -> i64 {
         .unwrap()
         .get(0)
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_connection_that_inserted_a_large_submission_is_closed() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    app.submit(json!({ "input_latex": HELLO })).await;
+    let before = api_backends(&app).await;
+    // tokio-postgres keeps a connection's largest message for the connection's life.
+    let large = "x".repeat(2 * 1024 * 1024);
+    app.submit(
+        json!({ "input_latex": HELLO, "files": [{ "path": "large.txt", "content": large }] }),
+    )
+    .await;
+    texfleet_e2e::eventually(
+        Duration::from_secs(10),
+        "a connection of the API's pool is closed",
+        || async {
+            let after = api_backends(&app).await;
+            before.iter().any(|pid| !after.contains(pid))
+        },
+    )
+    .await;
+    let kept = app.submit(json!({ "input_latex": HELLO })).await;
+    assert_eq!(kept["status"], "Queued", "{kept}");
+}
+
+/// The process ids of the API's connections to this test's database.
+async fn api_backends(app: &TestApp) -> Vec<i32> {
+    let client = app.pool.get().await.unwrap();
+    client
+        .query(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND usename = 'texfleet_api'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}

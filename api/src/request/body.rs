@@ -38,27 +38,28 @@ pub struct Limits {
 /// Checks a parsed JSON body and makes the job it asks for: the main document first, as
 /// `main.tex`, then the extra files; or only the files, one of which `main` names as the main
 /// document. `Err` lists every field that is wrong.
-pub fn parse(body: &Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
+pub fn parse(body: Value, limits: &Limits) -> Result<NewJob, Vec<FieldError>> {
     parse_with(body, None, limits)
 }
 
 /// Checks the `metadata` part of a multipart body and makes the job with its file parts;
 /// `main` defaults to `main.tex`.
 pub fn parse_multipart(
-    metadata: &Value,
+    metadata: Value,
     uploads: Vec<SourceFile>,
     limits: &Limits,
 ) -> Result<NewJob, Vec<FieldError>> {
     parse_with(metadata, Some(uploads), limits)
 }
 
+/// Takes the body by value: the contents are moved into the job, not copied.
 fn parse_with(
-    body: &Value,
+    body: Value,
     uploads: Option<Vec<SourceFile>>,
     limits: &Limits,
 ) -> Result<NewJob, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let Some(object) = body.as_object() else {
+    let Value::Object(mut object) = body else {
         return Err(vec![FieldError::new("", "the body must be a JSON object")]);
     };
     let known = if uploads.is_some() {
@@ -66,7 +67,7 @@ fn parse_with(
     } else {
         FIELDS
     };
-    unknown_fields(object, known, "", &mut errors);
+    unknown_fields(&object, known, "", &mut errors);
 
     let project_id = match object.get("project_id") {
         None => {
@@ -96,14 +97,18 @@ fn parse_with(
             (None, MAIN_FILE.to_string())
         }
         ["main"] => {
-            let main = string_field(&object["main"], "main", &mut errors);
+            let main = string_field(
+                object.remove("main").unwrap_or_default(),
+                "main",
+                &mut errors,
+            );
             if let Some(message) = main.as_deref().and_then(main_path_problem) {
                 errors.push(FieldError::new("main", message));
             }
             (None, main.unwrap_or_default())
         }
         [field] => (
-            string_field(&object[field], field, &mut errors),
+            string_field(object.remove(field).unwrap_or_default(), field, &mut errors),
             MAIN_FILE.to_string(),
         ),
         [_, second, ..] => {
@@ -176,7 +181,7 @@ fn parse_with(
     let mut listed = inline_main.map(files::inline_main).unwrap_or_default();
     match uploads {
         Some(uploads) => files::add_uploads(&mut listed, uploads, &mut errors),
-        None => files::add_json(&mut listed, object.get("files"), &mut errors),
+        None => files::add_json(&mut listed, object.remove("files"), &mut errors),
     }
     files::check_layout(&listed, &main, document, &mut errors);
     let Listed { files, .. } = listed;
@@ -226,14 +231,14 @@ pub(super) fn unknown_fields(
     }
 }
 
-fn string_field(value: &Value, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {
-    match value.as_str() {
-        Some(text) if !text.trim().is_empty() => Some(text.to_string()),
-        Some(_) => {
+fn string_field(value: Value, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {
+    match value {
+        Value::String(text) if !text.trim().is_empty() => Some(text),
+        Value::String(_) => {
             errors.push(FieldError::new(field, "must not be empty"));
             None
         }
-        None => {
+        _ => {
             errors.push(FieldError::new(field, "must be a string"));
             None
         }

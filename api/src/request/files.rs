@@ -42,8 +42,9 @@ pub(super) fn inline_main(content: String) -> Listed {
     }
 }
 
-/// Adds the `files` member of a JSON body.
-pub(super) fn add_json(listed: &mut Listed, files: Option<&Value>, errors: &mut Vec<FieldError>) {
+/// Adds the `files` member of a JSON body, moving each content out of it rather than copying:
+/// a body's files are most of its size.
+pub(super) fn add_json(listed: &mut Listed, files: Option<Value>, errors: &mut Vec<FieldError>) {
     match files {
         None | Some(Value::Null) => {}
         Some(Value::Array(entries)) if entries.len() > MAX_FILES => {
@@ -53,7 +54,7 @@ pub(super) fn add_json(listed: &mut Listed, files: Option<&Value>, errors: &mut 
             ));
         }
         Some(Value::Array(entries)) => {
-            for (index, entry) in entries.iter().enumerate() {
+            for (index, entry) in entries.into_iter().enumerate() {
                 let field = format!("files[{index}]");
                 if let Some(file) = parse_entry(entry, &field, errors) {
                     listed.push(file, format!("{field}.path"), errors);
@@ -142,8 +143,8 @@ pub(super) fn check_layout(
 }
 
 /// One entry of `files[]`: `{ "path", "content" | "content_base64" }`.
-fn parse_entry(entry: &Value, field: &str, errors: &mut Vec<FieldError>) -> Option<SourceFile> {
-    let Some(object) = entry.as_object() else {
+fn parse_entry(entry: Value, field: &str, errors: &mut Vec<FieldError>) -> Option<SourceFile> {
+    let Value::Object(mut object) = entry else {
         errors.push(FieldError::new(
             field,
             "must be an object with path and content or content_base64",
@@ -151,7 +152,7 @@ fn parse_entry(entry: &Value, field: &str, errors: &mut Vec<FieldError>) -> Opti
         return None;
     };
     let before = errors.len();
-    super::body::unknown_fields(object, FILE_FIELDS, &format!("{field}."), errors);
+    super::body::unknown_fields(&object, FILE_FIELDS, &format!("{field}."), errors);
     let path = match object.get("path").and_then(Value::as_str) {
         Some(path) => match check_path(path) {
             Ok(()) => Some(path.to_string()),
@@ -168,8 +169,8 @@ fn parse_entry(entry: &Value, field: &str, errors: &mut Vec<FieldError>) -> Opti
             None
         }
     };
-    let content = match (object.get("content"), object.get("content_base64")) {
-        (Some(Value::String(text)), None) => Some(text.clone().into_bytes()),
+    let content = match (object.remove("content"), object.remove("content_base64")) {
+        (Some(Value::String(text)), None) => Some(text.into_bytes()),
         (None, Some(Value::String(encoded))) => match BASE64.decode(encoded) {
             Ok(bytes) => Some(bytes),
             Err(_) => {

@@ -17,7 +17,7 @@ fn accepts_both_source_fields_and_files() {
         let body = json!({ "project_id": PROJECT, key: "\\relax", "files": [
             { "path": "img/a.png", "content_base64": "iVBORw==" },
             { "path": "ch1.tex", "content": "Hi" } ] });
-        let request = parse(&body, &LIMITS).ok().unwrap();
+        let request = parse(body.clone(), &LIMITS).ok().unwrap();
         assert_eq!(request.engine, Engine::Pdflatex);
         assert_eq!(request.timeout_seconds, 60);
         let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
@@ -31,7 +31,7 @@ fn names_every_bad_field() {
     let body = json!({ "project_id": "nope", "latex": "x", "input_latex": "y", "engine": "tex",
         "timeout_seconds": 0, "halt_on_error": "yes", "colour": 1,
         "files": [ { "path": "../x", "content": "a" }, { "path": "a.tex" }, 3 ] });
-    let mut names = fields(parse(&body, &LIMITS).err().unwrap());
+    let mut names = fields(parse(body.clone(), &LIMITS).err().unwrap());
     names.sort();
     assert_eq!(
         names,
@@ -55,7 +55,7 @@ fn a_file_where_a_folder_must_be_is_refused_by_name() {
         { "path": "a", "content": "1" }, { "path": "a/b.tex", "content": "2" },
         { "path": "main.tex/x.tex", "content": "3" } ] });
     assert_eq!(
-        fields(parse(&body, &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &LIMITS).err().unwrap()),
         ["files[1].path", "files[2].path"]
     );
 }
@@ -65,7 +65,7 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
     let body = json!({ "project_id": PROJECT, "main": "paper/main.tex", "files": [
         { "path": "paper/main.tex", "content": "x" }, { "path": "main.tex", "content": "y" },
         { "path": "output.pdf", "content": "z" } ] });
-    let request = parse(&body, &LIMITS).ok().unwrap();
+    let request = parse(body.clone(), &LIMITS).ok().unwrap();
     assert_eq!(request.main, "paper/main.tex");
     let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["paper/main.tex", "main.tex", "output.pdf"]);
@@ -102,7 +102,7 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
         ),
     ] {
         assert_eq!(
-            fields(parse(&body, &LIMITS).err().unwrap()),
+            fields(parse(body.clone(), &LIMITS).err().unwrap()),
             wanted,
             "{body}"
         );
@@ -113,13 +113,13 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
 fn requires_a_document_and_refuses_duplicates() {
     let body = json!({ "project_id": PROJECT });
     assert_eq!(
-        fields(parse(&body, &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &LIMITS).err().unwrap()),
         ["input_latex"]
     );
     let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
         { "path": "a.tex", "content": "1" }, { "path": "a.tex", "content": "2" } ] });
     assert_eq!(
-        fields(parse(&body, &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &LIMITS).err().unwrap()),
         ["files[1].path"]
     );
 }
@@ -132,7 +132,7 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
     };
     let metadata = json!({ "project_id": PROJECT, "engine": "xelatex" });
     let request = parse_multipart(
-        &metadata,
+        metadata.clone(),
         vec![upload("main.tex"), upload("img/my figure.png")],
         &LIMITS,
     )
@@ -143,7 +143,7 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
     assert_eq!(request.files.len(), 2);
 
     let metadata = json!({ "project_id": PROJECT, "main": "paper/a.tex" });
-    let request = parse_multipart(&metadata, vec![upload("paper/a.tex")], &LIMITS)
+    let request = parse_multipart(metadata.clone(), vec![upload("paper/a.tex")], &LIMITS)
         .ok()
         .unwrap();
     assert_eq!(request.main, "paper/a.tex");
@@ -170,7 +170,11 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
             vec!["files[1].path", "files[2].path"],
         ),
     ] {
-        let mut names = fields(parse_multipart(&metadata, uploads, &LIMITS).err().unwrap());
+        let mut names = fields(
+            parse_multipart(metadata.clone(), uploads, &LIMITS)
+                .err()
+                .unwrap(),
+        );
         names.sort();
         assert_eq!(names, wanted, "{metadata}");
     }
