@@ -1,7 +1,9 @@
 //! The connections of the database pool one project may hold at once. The pool is every
 //! project's: a project whose statements are slow (a listing over millions of jobs, a delete
 //! that cascades) holds a quarter of it at most and waits for its own, and the others are
-//! served.
+//! served. A quarter of the pool is no project's: token lookups and health checks find a
+//! connection there whatever the projects hold, so projects filling their part together
+//! delay only project work, not every client's authentication.
 
 use crate::problem::Problem;
 use std::collections::HashMap;
@@ -24,24 +26,27 @@ pub struct ProjectDatabase {
 pub struct ProjectClient {
     client: PooledClient,
     _share: OwnedSemaphorePermit,
+    _projects_part: OwnedSemaphorePermit,
 }
 
 impl ProjectDatabase {
     pub fn new(pool: Pool) -> ProjectDatabase {
-        let per_project = (pool.status().max_size / 4).max(1);
+        let size = pool.status().max_size;
         ProjectDatabase {
             pool,
-            shares: Shares::new(per_project),
+            shares: Shares::new((size / 4).max(1), (size - size / 4).max(1)),
         }
     }
 
-    /// A connection for `project`, once it holds fewer than its share.
+    /// A connection for `project`, once it holds fewer than its share and the projects'
+    /// part of the pool has one.
     pub async fn client(&self, project: Uuid) -> Result<ProjectClient, Problem> {
-        let share = self.shares.take(project).await?;
+        let (share, projects_part) = self.shares.take(project).await?;
         let client = self.pool.get().await.map_err(db::DbError::from)?;
         Ok(ProjectClient {
             client,
             _share: share,
+            _projects_part: projects_part,
         })
     }
 }
@@ -69,22 +74,28 @@ impl std::ops::DerefMut for ProjectClient {
     }
 }
 
-/// Each project's share of the pool, keyed by authenticated projects only.
+/// Each project's share of the pool, keyed by authenticated projects only, and the part of
+/// the pool all projects together may hold.
 #[derive(Clone)]
 struct Shares {
     per_project: usize,
     shares: Arc<Mutex<HashMap<Uuid, Arc<Semaphore>>>>,
+    projects_part: Arc<Semaphore>,
 }
 
 impl Shares {
-    fn new(per_project: usize) -> Shares {
+    fn new(per_project: usize, projects_part: usize) -> Shares {
         Shares {
             per_project,
             shares: Arc::default(),
+            projects_part: Arc::new(Semaphore::new(projects_part)),
         }
     }
 
-    async fn take(&self, project: Uuid) -> Result<OwnedSemaphorePermit, Problem> {
+    async fn take(
+        &self,
+        project: Uuid,
+    ) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), Problem> {
         let share = self
             .shares
             .lock()
@@ -94,9 +105,15 @@ impl Shares {
             .clone();
         let taken = tokio::time::timeout(WAIT, share.acquire_owned()).await;
         let busy = "this project's requests hold their share of the database; retry";
-        Ok(taken
+        let share = taken
             .map_err(|_| Problem::unavailable(busy))?
-            .expect("never closed"))
+            .expect("never closed");
+        let taken = tokio::time::timeout(WAIT, self.projects_part.clone().acquire_owned()).await;
+        let busy = "the projects' requests hold the database; retry";
+        let projects_part = taken
+            .map_err(|_| Problem::unavailable(busy))?
+            .expect("never closed");
+        Ok((share, projects_part))
     }
 }
 
@@ -106,7 +123,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_project_waits_for_its_own_share_while_others_are_served() {
-        let shares = Shares::new(2);
+        let shares = Shares::new(2, 3);
         let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
         let held = (
             shares.take(one).await.unwrap(),
@@ -116,8 +133,12 @@ mod tests {
             shares.take(one).await.is_err(),
             "a third waits, then gives up"
         );
-        assert!(shares.take(other).await.is_ok());
-        drop(held);
+        let others = shares.take(other).await.unwrap();
+        assert!(
+            shares.take(Uuid::new_v4()).await.is_err(),
+            "the projects' part is held"
+        );
+        drop((held, others));
         assert!(shares.take(one).await.is_ok());
     }
 }

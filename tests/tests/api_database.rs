@@ -82,6 +82,45 @@ async fn a_project_whose_statements_wait_leaves_the_pool_to_another() {
     assert_eq!(cancelled["status"], "Cancelled");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn projects_holding_the_pool_leave_room_for_token_lookups() {
+    // A pool of four connections: one a project, three all projects, one no project's.
+    let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
+    let mut projects = Vec::new();
+    for _ in 0..4 {
+        projects.push(app.other_project_with_job().await);
+    }
+    // Another transaction holds every job's row: each project's cancel waits for the lock.
+    let mut owner = app.pool.get().await.unwrap();
+    let lock = owner.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM jobs FOR UPDATE", &[])
+        .await
+        .unwrap();
+    for (_, token, job) in &projects {
+        let request = app
+            .http
+            .delete(format!(
+                "{}/compile/{}",
+                app.url,
+                job["id"].as_str().unwrap()
+            ))
+            .bearer_auth(token);
+        tokio::spawn(request.send());
+    }
+    texfleet_e2e::eventually(
+        Duration::from_secs(10),
+        "the projects' part of the pool waits for the lock",
+        || async { waiting_on_a_lock(&app).await == 3 },
+    )
+    .await;
+    let (_, token) = app.other_project().await;
+    let info = tokio::time::timeout(Duration::from_secs(3), app.get_as(&token, "/info"))
+        .await
+        .expect("a token is looked up while the projects hold their part of the pool");
+    assert_eq!(info.status(), 200);
+    lock.rollback().await.unwrap();
+}
+
 /// How many of the API's statements on this test's database wait for a lock.
 async fn waiting_on_a_lock(app: &TestApp) -> i64 {
     let client = app.pool.get().await.unwrap();
