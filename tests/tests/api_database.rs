@@ -110,7 +110,7 @@ async fn projects_holding_the_pool_leave_room_for_token_lookups() {
     texfleet_e2e::eventually(
         Duration::from_secs(10),
         "the projects' part of the pool waits for the lock",
-        || async { waiting_on_a_lock(&app).await == 3 },
+        || async { waiting_on_a_lock(&app).await >= 3 },
     )
     .await;
     let (_, token) = app.other_project().await;
