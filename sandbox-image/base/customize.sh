@@ -85,7 +85,7 @@ mkdir -p "$root/usr/share/texfleet"
 # texlive-fonts-extra's Type 1 fonts) costs a short document a quarter of a second. A map of
 # every other font, made by updmap from the same configuration, is what pdfTeX passes find
 # first (TEXFONTMAPS); one that lacks a font runs again with the complete map
-# (supervisor/src/driver/font_maps.rs). --outputdir keeps the system's maps as they are.
+# (supervisor/src/driver/tex_live.rs). --outputdir keeps the system's maps as they are.
 chroot "$root" dpkg -L texlive-fonts-extra | sed -n 's|.*/fonts/map/.*/\([^/]*\.map\)$|\1|p' | sort -u >"$root/tmp/extra-maps"
 awk 'NR == FNR { extra[$0]; next } ($1 == "Map" || $1 == "MixedMap") && !($2 in extra)' \
   "$root/tmp/extra-maps" "$root/var/lib/texmf/updmap.cfg-DEBIAN" "$root/var/lib/texmf/updmap.cfg-TEXLIVEDIST" \
@@ -98,6 +98,19 @@ common_map="$root/usr/share/texfleet/font-maps/pdftex.map"
 grep -q '^cmr10 ' "$common_map" && grep -q '^ec-lmr10 ' "$common_map" && ! grep -q fa5free "$common_map" &&
   [ "$(stat -c %s "$common_map")" -lt 1000000 ] ||
   { echo "customize.sh: the common font map is not Computer Modern and Latin Modern without fontawesome5, under 1 MB" >&2; exit 1; }
+
+# pdfTeX passes search the common TeX Live first: texmf-dist without texlive-fonts-extra, whose
+# fonts are more than half of the file database kpathsea reads at every run (common-tree.py).
+chroot "$root" dpkg -L texlive-fonts-extra >"$root/tmp/fonts-extra-files"
+python3 "$here/common-tree.py" "$root" "$root/tmp/fonts-extra-files"
+rm "$root/tmp/fonts-extra-files"
+common_tree=/usr/share/texfleet/texmf-common
+in_common_tree() { chroot "$root" env TEXMFDIST=$common_tree kpsewhich "$@"; }
+[ "$(in_common_tree article.cls)" = $common_tree/tex/latex/base/article.cls ] &&
+  [ "$(in_common_tree cmr10.tfm)" = $common_tree/fonts/tfm/public/cm/cmr10.tfm ] &&
+  [ "$(in_common_tree newtxmath.sty)" = $common_tree/tex/generic/texfleet-complete-only/newtxmath.sty ] &&
+  [ -z "$(in_common_tree fa5brands0.tfm)" ] && [ "$(stat -c %s "$root$common_tree/ls-R")" -lt 2000000 ] ||
+  { echo "customize.sh: the common tree is not texmf-dist without texlive-fonts-extra, with a database under 2 MB" >&2; exit 1; }
 
 # Java for bib2gls, found through Debian's fixed default-java link. Java reads its security
 # settings from /etc/java-<version>-openjdk, which Landlock lets the compile read

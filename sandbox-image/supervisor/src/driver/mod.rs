@@ -13,13 +13,13 @@ mod clear;
 mod engine;
 pub mod eps;
 mod files;
-mod font_maps;
 mod glossaries;
 mod indexes;
 mod names;
 mod passes;
 mod preamble;
 mod state;
+mod tex_live;
 mod tools;
 
 use crate::confine;

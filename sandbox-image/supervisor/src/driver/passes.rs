@@ -4,7 +4,7 @@
 //! when the log asks for it, or when a tool changed what the next pass reads ([`files`]).
 
 use super::engine::Engine;
-use super::font_maps::FontMap;
+use super::tex_live::TexLive;
 use super::tools::{self, Tools};
 use super::{bib2gls, bibliography, files, indexes, preamble, STOP};
 use crate::process;
@@ -41,7 +41,7 @@ pub fn compile(
     // Every file a pass wrote, so that the next pass can tell whether it changed.
     let mut generated: Vec<PathBuf> = restored;
     let mut ended_well = false;
-    let mut font_map = FontMap::for_engine(engine);
+    let mut tex_live = TexLive::for_engine(engine);
     let mut pass = 0;
     while pass < MAX_PASSES {
         pass += 1;
@@ -62,7 +62,7 @@ pub fn compile(
         let before = files::fingerprints(&generated);
         // A pass that writes no output must not leave the last one's behind.
         let _ = fs::remove_file(engine.pass_output());
-        let environment = font_map.environment(&environment);
+        let environment = tex_live.environment(&environment);
         let program = engine.pass(main, halt_on_error, format.path.as_deref(), &environment);
         let started = std::time::Instant::now();
         // What is left of the run's budget bounds this pass.
@@ -98,11 +98,11 @@ pub fn compile(
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
         tools.note_shell_escapes();
-        if !exit.success() && font_map == FontMap::Common && FontMap::lacked_font(&log) {
+        if !exit.success() && tex_live == TexLive::Common && TexLive::lacked(&log) {
             tools.trace.push(format!(
-                "texfleet: pass {pass} wanted a font of the complete font map; again with it"
+                "texfleet: pass {pass} needed the complete TeX Live; again with it"
             ));
-            font_map = FontMap::Complete;
+            tex_live = TexLive::Complete;
             pass -= 1;
             continue;
         }
