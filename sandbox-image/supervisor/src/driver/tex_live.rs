@@ -15,7 +15,7 @@ const COMMON_MAPS: &str = "/usr/share/texfleet/font-maps";
 /// The common tree, which pdfTeX searches as its `TEXMFDIST`.
 const COMMON_TREE: &str = "/usr/share/texfleet/texmf-common";
 /// What reading one of texlive-fonts-extra's TeX files in the common tree writes.
-const NEEDS_COMPLETE: &str = "! texfleet: this document needs the complete TeX Live.";
+const NEEDS_COMPLETE: &str = "texfleet: this document needs the complete TeX Live";
 /// pdfTeX's words for a font microtype would expand that has no map entry.
 const NOT_SCALABLE: &str =
     "pdfTeX error (font expansion): auto expansion is only possible with scalable fonts";
@@ -107,7 +107,7 @@ mod tests {
             "! pdfTeX error (font expansion): auto expansion is only possible with scalable \nfonts.\n"
         ));
         assert!(TexLive::lacked(
-            "(/usr/share/texfleet/texmf-common/tex/generic/texfleet-complete-only/libertine.\nsty\n! texfleet: this document needs the complete TeX Live.\n"
+            "(/usr/share/texfleet/texmf-common/tex/generic/texfleet-complete-only/libertine.sty\n/usr/share/texfleet/texmf-common/tex/generic/texfleet-complete-only/libertine.sty:1: texf\nleet: this document needs the complete TeX Live.\n"
         ));
         assert!(TexLive::lacked(
             "! Font \\T1/LinuxLibertineT-TLF/m/n/10=LinLibertineT-tlf-t1 at 10pt not loadable: M\netric (TFM) file not found.\n"
