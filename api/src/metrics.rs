@@ -1,6 +1,7 @@
 //! The API's metrics: requests and latency by route template, method and status, jobs
 //! submitted, and the result cache's hits and misses. Label values are bounded: routes are templates (`/compile/{id}`), never ids.
 
+use axum::body::Bytes;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, Method};
 use axum::middleware::Next;
@@ -11,7 +12,7 @@ use prometheus::{
     IntCounterVec, IntGauge, Registry,
 };
 use std::sync::LazyLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use strum::VariantArray;
 use texfleet_core::metrics;
 use texfleet_core::model::Engine;
@@ -168,13 +169,48 @@ pub async fn track(request: Request, next: Next) -> Response {
     response
 }
 
+/// How long one encoding of the metrics answers scrapes. Answers to no project are outside the
+/// answer budget, and the metrics run to a quarter of a megabyte: slow readers of `/metrics`
+/// then share a few copies instead of holding one each, and a burst of scrapes encodes once.
+const FRESH_FOR: Duration = Duration::from_millis(250);
+
+/// The last encoding and when it was made; locked while one is made, so that scrapes arriving
+/// meanwhile wait for it rather than make their own.
+static ENCODED: LazyLock<tokio::sync::Mutex<Option<(Instant, Bytes)>>> =
+    LazyLock::new(Default::default);
+
 /// Prometheus metrics of this process.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
 pub async fn serve() -> Response {
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::encode(&REGISTRY),
+        encoded().await,
     )
         .into_response()
+}
+
+async fn encoded() -> Bytes {
+    let mut encoded = ENCODED.lock().await;
+    match &*encoded {
+        Some((made, bytes)) if made.elapsed() < FRESH_FOR => bytes.clone(),
+        _ => {
+            let bytes = Bytes::from(metrics::encode(&REGISTRY));
+            *encoded = Some((Instant::now(), bytes.clone()));
+            bytes
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn scrapes_close_together_share_one_encoding() {
+        init();
+        let (first, second) = (encoded().await, encoded().await);
+        assert_eq!(first.as_ptr(), second.as_ptr());
+        assert!(first.len() > 1000, "{first:?}");
+    }
 }

@@ -24,7 +24,9 @@ pub struct ProjectDatabase {
 
 /// A connection of the pool, held as its project's until dropped.
 pub struct ProjectClient {
-    client: PooledClient,
+    client: Option<PooledClient>,
+    /// Closed when dropped, not handed back to the pool.
+    closing: bool,
     _share: OwnedSemaphorePermit,
     _projects_part: OwnedSemaphorePermit,
 }
@@ -44,7 +46,8 @@ impl ProjectDatabase {
         let (share, projects_part) = self.shares.take(project).await?;
         let client = self.pool.get().await.map_err(db::DbError::from)?;
         Ok(ProjectClient {
-            client,
+            client: Some(client),
+            closing: false,
             _share: share,
             _projects_part: projects_part,
         })
@@ -52,11 +55,20 @@ impl ProjectDatabase {
 }
 
 impl ProjectClient {
-    /// Closes the connection instead of handing it back to the pool: tokio-postgres keeps the
-    /// buffers of a connection's largest message for as long as the connection lives, so one
-    /// that carried a large submission would go on holding its size.
-    pub fn close(self) {
-        drop(PooledClient::take(self.client));
+    /// Closes the connection when it is dropped instead of handing it back to the pool, even
+    /// when the request is dropped halfway: tokio-postgres keeps the buffers of a connection's
+    /// largest message for as long as the connection lives, so one that carried a large
+    /// submission would go on holding its size.
+    pub fn close_when_dropped(&mut self) {
+        self.closing = true;
+    }
+}
+
+impl Drop for ProjectClient {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take().filter(|_| self.closing) {
+            drop(PooledClient::take(client));
+        }
     }
 }
 
@@ -64,13 +76,13 @@ impl std::ops::Deref for ProjectClient {
     type Target = PooledClient;
 
     fn deref(&self) -> &PooledClient {
-        &self.client
+        self.client.as_ref().expect("held until dropped")
     }
 }
 
 impl std::ops::DerefMut for ProjectClient {
     fn deref_mut(&mut self) -> &mut PooledClient {
-        &mut self.client
+        self.client.as_mut().expect("held until dropped")
     }
 }
 

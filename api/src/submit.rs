@@ -76,22 +76,30 @@ pub async fn submit(
         };
         // Each step consumes what the one before made, so that a body is in memory at most
         // `COPIES` times at once.
+        // Parsing and hashing a body of megabytes takes a while: off the async workers, which
+        // serve every other client meanwhile.
         let new_job = match multipart {
             None => {
-                let value = json_value(&body)?;
-                drop(body);
+                let value = off_the_workers(move || json_value(&body)).await?;
                 auth.may_name(request::project_id(&value))?;
-                request::parse(value, &limits)
+                off_the_workers(move || request::parse(value, &limits)).await
             }
             Some(boundary) => {
                 let (metadata, uploads) = request::read_multipart(body, boundary).await?;
                 auth.may_name(request::project_id(&metadata))?;
-                request::parse_multipart(metadata, uploads, &limits)
+                off_the_workers(move || request::parse_multipart(metadata, uploads, &limits)).await
             }
         }
         .map_err(Problem::validation)?;
         let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
-        insert(&state, &auth, &new_job, key.as_deref()).await?
+        let config = state.config.clone();
+        let hashed = off_the_workers(move || Hashed {
+            request: request_hash(&new_job),
+            inputs: input_hash(&new_job, &config),
+            new_job,
+        })
+        .await;
+        insert(&state, &auth, &hashed, key.as_deref()).await?
     };
     let location = format!("/compile/{}", job.id);
     let mut response =
@@ -106,20 +114,39 @@ pub async fn submit(
 /// The largest submission after which the database connection that inserted it is kept.
 const KEPT_CONNECTION_BYTES: usize = 1024 * 1024;
 
+/// A job to insert with its hashes, made before a database connection is taken.
+struct Hashed {
+    new_job: NewJob,
+    /// What an idempotent retry must repeat.
+    request: Vec<u8>,
+    /// What an identical earlier result must have compiled.
+    inputs: Vec<u8>,
+}
+
+/// Runs `work` on a thread of the blocking pool.
+async fn off_the_workers<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
+}
+
 /// Inserts the job (or finds the one it repeats or reuses) and says how to answer.
 async fn insert(
     state: &AppState,
     auth: &Authenticated,
-    new_job: &NewJob,
+    hashed: &Hashed,
     key: Option<&str>,
 ) -> Result<(Job, StatusCode), Problem> {
     let config = &state.config;
-    let hash = request_hash(new_job);
+    let new_job = &hashed.new_job;
     let idempotency = key.map(|key| db::Idempotency {
         key,
-        request_hash: &hash,
+        request_hash: &hashed.request,
     });
     let mut client = state.database.client(auth.project_id).await?;
+    if new_job.files.iter().map(|f| f.content.len()).sum::<usize>() > KEPT_CONNECTION_BYTES {
+        client.close_when_dropped();
+    }
     let transaction = db::begin_project(&mut client, auth.project_id).await?;
     let admission = db::Admission {
         max_attempts: config.max_attempts,
@@ -129,12 +156,15 @@ async fn insert(
         retention_days: config.retention_days,
         scheduler_live_seconds: config.lease_seconds,
     };
-    let inputs = input_hash(new_job, config);
-    let submitted = db::insert_job(&transaction, new_job, &inputs, &admission, idempotency).await?;
+    let submitted = db::insert_job(
+        &transaction,
+        new_job,
+        &hashed.inputs,
+        &admission,
+        idempotency,
+    )
+    .await?;
     transaction.commit().await.map_err(db::DbError::from)?;
-    if new_job.files.iter().map(|f| f.content.len()).sum::<usize>() > KEPT_CONNECTION_BYTES {
-        client.close();
-    }
     let looked_up = new_job.use_cache && config.result_cache;
     match submitted {
         Submitted::New(job) => {

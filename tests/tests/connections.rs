@@ -5,7 +5,9 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use texfleet_e2e::{address_of, client_from, closed_within, connect_from, metric, TestApp, HELLO};
+use texfleet_e2e::{
+    address_of, client_from, closed_within, connect_from, eventually, metric, TestApp, HELLO,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -39,14 +41,16 @@ async fn eleven_hundred_silent_connections_leave_room_for_a_client() {
     served_within(&app, "127.0.0.1", Duration::from_secs(2)).await;
     let submitted = app.submit(json!({ "input_latex": HELLO })).await;
     assert_eq!(submitted["status"], "Queued");
-    assert!(
+    // Scrapes within a quarter of a second share one encoding of the metrics.
+    eventually(Duration::from_secs(2), "evictions are counted", || async {
         metric(
             &app,
-            "texfleet_http_connections_closed_total{reason=\"evicted\"}"
+            "texfleet_http_connections_closed_total{reason=\"evicted\"}",
         )
         .await
             >= 76.0
-    );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,10 +158,10 @@ async fn one_address_past_its_cap_is_refused_while_another_is_served() {
         assert!(!closed_within(stream, Duration::from_millis(50)).await);
     }
     served_within(&app, "127.0.0.2", Duration::from_secs(2)).await;
-    assert_eq!(
-        metric(&app, "texfleet_http_connections_refused_total").await,
-        10.0
-    );
+    eventually(Duration::from_secs(2), "refusals are counted", || async {
+        metric(&app, "texfleet_http_connections_refused_total").await == 10.0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -195,7 +199,12 @@ async fn requests_without_a_valid_token_are_limited_per_address_before_any_looku
         .unwrap();
     assert_eq!(other.status(), 200);
     // At least: another test of this process may have been limited too.
-    assert!(metric(&app, "texfleet_http_rate_limited_total{by=\"address\"}").await >= 5.0);
+    eventually(
+        Duration::from_secs(2),
+        "address limits are counted",
+        || async { metric(&app, "texfleet_http_rate_limited_total{by=\"address\"}").await >= 5.0 },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
