@@ -11,8 +11,9 @@ The tree is links into texmf-dist and a database of its own:
 - texlive-fonts-extra's fonts are left out, but for their encodings and maps;
 - its TeX files (packages, font definitions) are replaced by one file, under their names in
   tex/generic/texfleet-complete-only/, that stops the pass with a message the driver knows.
-  A package that tests whether such a file exists then finds it, and reading it stops the pass,
-  so no document silently takes another road in the common tree.
+  A package that tests whether such a file exists then finds it, and inputting it stops the
+  pass, so no document silently loads another package in the common tree (one that reads such
+  a file line by line gets the stop's text instead, and no retry).
 
 Usage: common-tree.py ROOT FONTS_EXTRA_FILES
   FONTS_EXTRA_FILES lists texlive-fonts-extra's files (dpkg -L), one absolute path a line.

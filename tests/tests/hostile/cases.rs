@@ -17,8 +17,9 @@ pub const COMMAND_MARKER: &str = "uid=";
 /// A title of the TeX tree's xampl.bib, which only a read by absolute path would show.
 pub const XAMPL: &str = "/usr/share/texlive/texmf-dist/bibtex/bib/base/xampl";
 pub const XAMPL_MARKER: &str = "GnatsandGnus";
-/// A configuration file every program may read (Landlock allows it), which only a layer above
-/// Landlock keeps from the document, and the start of its text.
+/// A configuration file every program may read (Landlock allows it), and the start of its text:
+/// the cases that use it try reads that a layer above Landlock refuses (Lua's, Ghostscript's).
+/// pdfTeX's `\pdfobj file` and `\pdfmapfile` do read it (SECURITY.md).
 const CNF: &str = "/etc/texmf/web2c/texmf.cnf";
 const CNF_MARKER: &str = "settingsthateverydocument";
 
