@@ -75,9 +75,8 @@ pub async fn submit(
             max_timeout_seconds: config.max_timeout_seconds,
         };
         // Each step consumes what the one before made, so that a body is in memory at most
-        // `COPIES` times at once.
-        // Parsing and hashing a body of megabytes takes a while: off the async workers, which
-        // serve every other client meanwhile.
+        // `COPIES` times at once; parsing and hashing megabytes runs off the async workers,
+        // which serve every other client meanwhile.
         let new_job = match multipart {
             None => {
                 let value = off_the_workers(move || json_value(&body)).await?;
@@ -112,7 +111,7 @@ pub async fn submit(
 }
 
 /// The largest submission after which the database connection that inserted it is kept.
-const KEPT_CONNECTION_BYTES: usize = 1024 * 1024;
+const KEPT_CONNECTION_BYTES: i64 = 1024 * 1024;
 
 /// A job to insert with its hashes, made before a database connection is taken.
 struct Hashed {
@@ -144,7 +143,7 @@ async fn insert(
         request_hash: &hashed.request,
     });
     let mut client = state.database.client(auth.project_id).await?;
-    if new_job.files.iter().map(|f| f.content.len()).sum::<usize>() > KEPT_CONNECTION_BYTES {
+    if new_job.source_bytes() > KEPT_CONNECTION_BYTES {
         client.close_when_dropped();
     }
     let transaction = db::begin_project(&mut client, auth.project_id).await?;

@@ -86,14 +86,12 @@ def main(root, extra_list):
     common = os.path.join(root, COMMON.lstrip("/"))
     os.makedirs(os.path.join(common, STOPS))
     dist = os.path.join(root, DIST.lstrip("/"))
-    for name in sorted(os.listdir(dist)):
-        if name not in ("tex", "ls-R"):
-            os.symlink(f"{DIST}/{name}", os.path.join(common, name))
-    for name in sorted(os.listdir(os.path.join(dist, "tex"))):
-        if name != "generic":
-            os.symlink(f"{DIST}/tex/{name}", os.path.join(common, "tex", name))
-    for name in sorted(os.listdir(os.path.join(dist, "tex", "generic"))):
-        os.symlink(f"{DIST}/tex/generic/{name}", os.path.join(common, "tex", "generic", name))
+    # Links to texmf-dist's entries, but for what the tree makes itself: the folders on the way
+    # to the stops, and its database.
+    for folder, own in (("", {"tex", "ls-R"}), ("tex", {"generic"}), ("tex/generic", set())):
+        for name in sorted(os.listdir(os.path.join(dist, folder))):
+            if name not in own:
+                os.symlink(os.path.join(DIST, folder, name), os.path.join(common, folder, name))
     stops = os.path.join(common, STOPS)
     first = None
     for name in sorted(stopped):
