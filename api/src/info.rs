@@ -92,10 +92,11 @@ fn packages() -> impl Iterator<Item = &'static str> {
     ))]
 pub async fn info(
     State(state): State<AppState>,
-    _auth: Authenticated,
+    auth: Authenticated,
 ) -> Result<Json<Info>, Problem> {
     let config = &state.config;
-    let sandbox_image = db::sandbox_image(&state.pool, config.lease_seconds).await?;
+    let client = state.database.client(auth.project_id).await?;
+    let sandbox_image = db::sandbox_image(&***client, config.lease_seconds).await?;
     let (language_packs, rest): (Vec<_>, Vec<_>) =
         packages().partition(|name| name.starts_with("texlive-lang-"));
     let (collections, other_packages) = rest
@@ -168,7 +169,7 @@ const MAX_NAME_BYTES: usize = 100;
     ))]
 pub async fn package(
     State(state): State<AppState>,
-    _auth: Authenticated,
+    auth: Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<PackageInfo>, Problem> {
     let plain = !name.is_empty()
@@ -183,10 +184,11 @@ pub async fn package(
         )]));
     }
     let not_registered = || Problem::not_ready("no scheduler has registered its sandbox image yet");
-    let image = db::sandbox_image(&state.pool, state.config.lease_seconds)
+    let client = state.database.client(auth.project_id).await?;
+    let image = db::sandbox_image(&***client, state.config.lease_seconds)
         .await?
         .ok_or_else(not_registered)?;
-    let (texlive, files) = db::image_files(&state.pool, &image, &name)
+    let (texlive, files) = db::image_files(&***client, &image, &name)
         .await?
         .ok_or_else(not_registered)?;
     Ok(Json(PackageInfo {

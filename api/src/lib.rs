@@ -61,6 +61,7 @@ struct AppState {
     storage: Storage,
     config: Arc<Config>,
     events: events::JobEvents,
+    token_lookups: Arc<auth::TokenLookups>,
     rate_limiter: auth::RateLimiter,
     /// Downloads in flight, per project: each holds a connection to the object store while
     /// its client reads.
@@ -168,6 +169,7 @@ pub async fn serve(
             config.api_database_url().to_string(),
             config.max_connections / 4,
         ),
+        token_lookups: auth::TokenLookups::new(),
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
         receiving: receiving::ReceivingBudget::new(config.max_body_bytes),

@@ -11,7 +11,7 @@ use prometheus::{
     register_int_counter_with_registry, register_int_gauge_with_registry, HistogramVec, IntCounter,
     IntCounterVec, IntGauge, Registry,
 };
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::{Duration, Instant};
 use strum::VariantArray;
 use texfleet_core::metrics;
@@ -174,10 +174,26 @@ pub async fn track(request: Request, next: Next) -> Response {
 /// then share a few copies instead of holding one each, and a burst of scrapes encodes once.
 const FRESH_FOR: Duration = Duration::from_millis(250);
 
-/// The last encoding and when it was made; locked while one is made, so that scrapes arriving
-/// meanwhile wait for it rather than make their own.
-static ENCODED: LazyLock<tokio::sync::Mutex<Option<(Instant, Bytes)>>> =
-    LazyLock::new(Default::default);
+/// Encodings still being sent past which a new one is made only every [`FRESH_WHILE_HELD`],
+/// so that readers pacing themselves to get a copy each hold a few megabytes at most.
+const MOST_HELD: usize = 8;
+const FRESH_WHILE_HELD: Duration = Duration::from_secs(10);
+
+static ENCODED: LazyLock<Encodings> = LazyLock::new(Default::default);
+
+/// The encodings made and not yet sent whole, the newest last; locked while one is made, so
+/// that scrapes arriving meanwhile wait for it rather than make their own.
+#[derive(Default)]
+struct Encodings(tokio::sync::Mutex<Vec<(tokio::time::Instant, Weak<Vec<u8>>)>>);
+
+/// An encoding's bytes, shared by the answers sending it.
+struct Encoding(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for Encoding {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 /// Prometheus metrics of this process.
 #[utoipa::path(get, path = "/metrics", tag = "health",
@@ -185,21 +201,29 @@ static ENCODED: LazyLock<tokio::sync::Mutex<Option<(Instant, Bytes)>>> =
 pub async fn serve() -> Response {
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        encoded().await,
+        ENCODED.latest().await,
     )
         .into_response()
 }
 
-async fn encoded() -> Bytes {
-    let mut encoded = ENCODED.lock().await;
-    match &*encoded {
-        Some((made, bytes)) if made.elapsed() < FRESH_FOR => bytes.clone(),
-        _ => {
-            let bytes = Bytes::from(metrics::encode(&REGISTRY));
-            *encoded = Some((Instant::now(), bytes.clone()));
-            bytes
+impl Encodings {
+    /// An encoding of the metrics, made now or shared with other scrapes.
+    async fn latest(&self) -> Bytes {
+    let mut encodings = self.0.lock().await;
+    encodings.retain(|(_, encoding)| encoding.strong_count() > 0);
+    let fresh_for = match encodings.len() < MOST_HELD {
+        true => FRESH_FOR,
+        false => FRESH_WHILE_HELD,
+    };
+    if let Some((made, encoding)) = encodings.last() {
+        if let Some(encoding) = encoding.upgrade().filter(|_| made.elapsed() < fresh_for) {
+            return Bytes::from_owner(Encoding(encoding));
         }
     }
+    let encoding = Arc::new(metrics::encode(&REGISTRY).into_bytes());
+    encodings.push((tokio::time::Instant::now(), Arc::downgrade(&encoding)));
+    Bytes::from_owner(Encoding(encoding))
+}
 }
 
 #[cfg(test)]
@@ -209,8 +233,28 @@ mod tests {
     #[tokio::test]
     async fn scrapes_close_together_share_one_encoding() {
         init();
-        let (first, second) = (encoded().await, encoded().await);
+        let encodings = Encodings::default();
+        let (first, second) = (encodings.latest().await, encodings.latest().await);
         assert_eq!(first.as_ptr(), second.as_ptr());
         assert!(first.len() > 1000, "{first:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn encodings_held_by_slow_readers_are_few() {
+        init();
+        let encodings = Encodings::default();
+        let mut held = Vec::new();
+        for _ in 0..40 {
+            held.push(encodings.latest().await);
+            tokio::time::advance(FRESH_FOR).await;
+        }
+        held.sort_by_key(|bytes| bytes.as_ptr());
+        held.dedup_by_key(|bytes| bytes.as_ptr());
+        assert_eq!(held.len(), MOST_HELD);
+        drop(held);
+        let first = encodings.latest().await;
+        tokio::time::advance(FRESH_FOR).await;
+        let later = encodings.latest().await;
+        assert_ne!(first.as_ptr(), later.as_ptr(), "sent encodings are forgotten");
     }
 }

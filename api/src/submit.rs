@@ -84,7 +84,11 @@ pub async fn submit(
                 off_the_workers(move || request::parse(value, &limits)).await
             }
             Some(boundary) => {
-                let (metadata, uploads) = request::read_multipart(body, boundary).await?;
+                // The whole body is in memory, so reading its parts never waits.
+                let (metadata, uploads) = off_the_workers(move || {
+                    futures::executor::block_on(request::read_multipart(body, boundary))
+                })
+                .await?;
                 auth.may_name(request::project_id(&metadata))?;
                 off_the_workers(move || request::parse_multipart(metadata, uploads, &limits)).await
             }

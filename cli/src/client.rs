@@ -5,6 +5,7 @@
 //! submission only with its `Idempotency-Key`, so that a retry is the same job), and an error
 //! answer becomes an [`ApiError`] that names the problem the server explained.
 
+use crate::api_error::ApiError;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
 use reqwest::{RequestBuilder, Response, StatusCode};
@@ -46,34 +47,6 @@ impl ServerArgs {
 const ATTEMPTS: u32 = 5;
 /// The longest `Retry-After` honoured; a longer one ends the command (exit 4).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-/// An error answer of the API: its status and the problem it explained.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: String,
-    pub detail: String,
-    /// The wrong fields of a `422`: (field, message).
-    pub fields: Vec<(String, String)>,
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the server answered {}", self.status)?;
-        if !self.code.is_empty() {
-            write!(f, " {}", self.code)?;
-        }
-        if !self.detail.is_empty() && self.fields.is_empty() {
-            write!(f, ": {}", self.detail)?;
-        }
-        for (field, message) in &self.fields {
-            write!(f, "\n  {field}: {message}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ApiError {}
 
 #[derive(Clone)]
 pub struct Client {

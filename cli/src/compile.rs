@@ -5,7 +5,8 @@
 //! (exit.rs). The server goes on through LaTeX errors, as editors expect, so a broken document
 //! may still yield a PDF; the CLI fails it unless `--allow-errors`, as a CI job must.
 
-use crate::client::{is_terminal, job_id, ApiError, Client, ServerArgs, Until};
+use crate::api_error::ApiError;
+use crate::client::{is_terminal, job_id, Client, ServerArgs, Until};
 use crate::exit::{Exit, Failure};
 use crate::local_files::write_replacing;
 use crate::package_check;

@@ -1,7 +1,7 @@
 //! How the client commands end, as exit codes a script can act on (listed in `texfleet --help`
 //! and docs/CLIENT.md), and the one line that says why.
 
-use crate::client::ApiError;
+use crate::api_error::ApiError;
 use std::process::ExitCode;
 
 /// The classes of ending, each its own exit code.

@@ -3,6 +3,7 @@
 //! Servers (`api`, `scheduler`) and operator commands (`migrate`, `project`, `token`) share the
 //! configuration of `texfleet_core::Config`: defaults, then `--config` file, then `TEXFLEET_*`.
 
+mod api_error;
 mod bench;
 mod client;
 mod compile;

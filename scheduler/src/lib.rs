@@ -35,6 +35,7 @@ mod job_spec;
 mod kept_documents;
 mod metrics;
 mod outcome;
+mod probes;
 mod record;
 mod self_check;
 mod stop;
@@ -151,7 +152,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         addr => {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             tracing::info!(addr, "metrics on /metrics");
-            Some(tokio::spawn(metrics::serve(listener, engine.clone())))
+            Some(tokio::spawn(probes::serve(listener, engine.clone())))
         }
     };
     let free_slots = Arc::new(Semaphore::new(slots));

@@ -1,13 +1,9 @@
-//! The scheduler's metrics, served on `scheduler_metrics_addr` at `/metrics`. They answer the
-//! on-call questions: is the queue backing up (depth, oldest job), how long do users wait
-//! (queue wait, compile, upload, end to end), which limits do jobs hit, are slots free, is
-//! infrastructure failing (retries, lease rescues, the Docker engine), do webhooks reach their endpoints. Labels are bounded: no job or project ids.
+//! The scheduler's metrics, served at `/metrics` by [`crate::probes`]. They answer the on-call
+//! questions: is the queue backing up (depth, oldest job), how long do users wait (queue wait,
+//! compile, upload, end to end), which limits do jobs hit, are slots free, is infrastructure
+//! failing (retries, lease rescues, the Docker engine), do webhooks reach their endpoints.
+//! Labels are bounded: no job or project ids.
 
-use crate::engine_health::EngineHealth;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 use prometheus::{
     register_gauge_with_registry, register_histogram_vec_with_registry,
     register_histogram_with_registry, register_int_counter_vec_with_registry,
@@ -15,7 +11,7 @@ use prometheus::{
     register_int_gauge_with_registry, Gauge, Histogram, HistogramVec, IntCounter, IntCounterVec,
     IntGauge, IntGaugeVec, Registry,
 };
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use strum::VariantArray;
 use texfleet_core::metrics;
 use texfleet_core::model::{Engine, ErrorCode, JobStatus};
@@ -285,37 +281,4 @@ pub static WEBHOOK_MOST_OVERDUE: LazyLock<Gauge> = LazyLock::new(|| {
 pub fn set_slots(busy: usize, free: usize) {
     SLOTS.with_label_values(&["busy"]).set(busy as i64);
     SLOTS.with_label_values(&["free"]).set(free as i64);
-}
-
-/// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (its Docker engine
-/// answers, so it claims jobs) on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, engine: Arc<EngineHealth>) {
-    let router = Router::new()
-        .route(
-            "/metrics",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-                    metrics::encode(&REGISTRY),
-                )
-                    .into_response()
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || async move {
-                if engine.is_up() {
-                    (StatusCode::OK, "ready")
-                } else {
-                    (
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the Docker engine does not answer",
-                    )
-                }
-            }),
-        );
-    if let Err(error) = axum::serve(listener, router).await {
-        tracing::error!(%error, "metrics server stopped");
-    }
 }

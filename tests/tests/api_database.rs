@@ -114,11 +114,60 @@ async fn projects_holding_the_pool_leave_room_for_token_lookups() {
     )
     .await;
     let (_, token) = app.other_project().await;
-    let info = tokio::time::timeout(Duration::from_secs(3), app.get_as(&token, "/info"))
-        .await
-        .expect("a token is looked up while the projects hold their part of the pool");
-    assert_eq!(info.status(), 200);
+    assert_eq!(
+        looked_up_within(&app, &token, Duration::from_secs(3)).await,
+        422,
+        "a token is looked up while the projects hold their part of the pool"
+    );
     lock.rollback().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_token_s_flood_of_requests_shares_its_lookup() {
+    let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
+    let (_, flooding) = app.other_project().await;
+    // Another transaction holds the flooding token's row: a first lookup of it waits for the
+    // lock, as it records the token's use.
+    let mut owner = app.pool.get().await.unwrap();
+    let lock = owner.transaction().await.unwrap();
+    lock.execute(
+        "SELECT 1 FROM api_tokens WHERE token_hash = $1 FOR UPDATE",
+        &[&texfleet_core::token::hash(&flooding)],
+    )
+    .await
+    .unwrap();
+    for _ in 0..50 {
+        tokio::spawn(app.http.get(format!("{}/info", app.url)).bearer_auth(&flooding).send());
+    }
+    texfleet_e2e::eventually(
+        Duration::from_secs(10),
+        "the flooding token's lookup waits for the lock",
+        || async { waiting_on_a_lock(&app).await >= 1 },
+    )
+    .await;
+    let (_, token) = app.other_project().await;
+    assert_eq!(
+        looked_up_within(&app, &token, Duration::from_secs(3)).await,
+        422,
+        "another token is looked up while one token floods"
+    );
+    assert_eq!(
+        waiting_on_a_lock(&app).await,
+        1,
+        "the flood's fifty requests wait on one lookup"
+    );
+    lock.rollback().await.unwrap();
+}
+
+/// The status of a request that needs its token looked up and nothing else from the database
+/// (a body the API refuses before taking a connection), which must come within `within`.
+async fn looked_up_within(app: &TestApp, token: &str, within: Duration) -> u16 {
+    let refused = app.post_as(token, "/compile", &json!({}));
+    tokio::time::timeout(within, refused)
+        .await
+        .expect("answered in time")
+        .status()
+        .as_u16()
 }
 
 /// How many of the API's statements on this test's database wait for a lock.

@@ -3,8 +3,9 @@
 //! `metadata` part is checked here too, with its file parts ([`super::files`]).
 
 use super::files::{self, Listed, MainDocument};
+use super::unknown_fields;
 use crate::problem::FieldError;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
 use texfleet_core::validate::check_path;
 use uuid::Uuid;
@@ -217,17 +218,6 @@ fn main_path_problem(main: &str) -> Option<String> {
             Some("may not contain '+' or spaces (the engine is started with it)".into())
         }
         Ok(()) => None,
-    }
-}
-
-pub(super) fn unknown_fields(
-    object: &Map<String, Value>,
-    known: &[&str],
-    prefix: &str,
-    errors: &mut Vec<FieldError>,
-) {
-    for key in object.keys().filter(|key| !known.contains(&key.as_str())) {
-        errors.push(FieldError::new(format!("{prefix}{key}"), "unknown field"));
     }
 }
 

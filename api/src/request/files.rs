@@ -152,7 +152,7 @@ fn parse_entry(entry: Value, field: &str, errors: &mut Vec<FieldError>) -> Optio
         return None;
     };
     let before = errors.len();
-    super::body::unknown_fields(&object, FILE_FIELDS, &format!("{field}."), errors);
+    super::unknown_fields(&object, FILE_FIELDS, &format!("{field}."), errors);
     let path = match object.get("path").and_then(Value::as_str) {
         Some(path) => match check_path(path) {
             Ok(()) => Some(path.to_string()),

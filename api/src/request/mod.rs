@@ -17,3 +17,18 @@ pub use budget::{exceeds as exceeds_member_budget, MAX_MEMBERS};
 pub use headers::{idempotency_key, prefer_wait};
 pub use list_query::{encode_cursor, parse_list_query};
 pub use multipart::{boundary as multipart_boundary, read as read_multipart};
+
+use crate::problem::FieldError;
+use serde_json::{Map, Value};
+
+/// Reports each field of `object` that is not one of `known`, named with `prefix`.
+fn unknown_fields(
+    object: &Map<String, Value>,
+    known: &[&str],
+    prefix: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    for key in object.keys().filter(|key| !known.contains(&key.as_str())) {
+        errors.push(FieldError::new(format!("{prefix}{key}"), "unknown field"));
+    }
+}

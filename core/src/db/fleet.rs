@@ -3,6 +3,7 @@
 //! leftovers (migration V5).
 
 use super::{DbResult, Pool};
+use tokio_postgres::GenericClient;
 use std::collections::HashSet;
 
 /// Records that scheduler `id` is alive now, running the sandbox image `image_id` (which
@@ -21,10 +22,11 @@ pub async fn heartbeat(pool: &Pool, id: &str, image_id: &str) -> DbResult<()> {
 
 /// The sandbox image every scheduler with a heartbeat at most `live_seconds` old runs, or None
 /// when none runs or they disagree (migration V6's `fleet_sandbox_image`).
-pub async fn sandbox_image(pool: &Pool, live_seconds: u64) -> DbResult<Option<String>> {
-    let row = pool
-        .get()
-        .await?
+pub async fn sandbox_image(
+    client: &impl GenericClient,
+    live_seconds: u64,
+) -> DbResult<Option<String>> {
+    let row = client
         .query_one("SELECT fleet_sandbox_image($1)", &[&(live_seconds as f64)])
         .await?;
     Ok(row.get(0))

@@ -2,6 +2,7 @@
 //! schedulers that run it, read by the API's `GET /info/packages/{name}`.
 
 use super::{DbResult, Pool};
+use tokio_postgres::GenericClient;
 use std::collections::BTreeMap;
 
 /// Registers the image `image_id` of TeX Live `texlive` with its LaTeX packages and classes
@@ -46,11 +47,10 @@ pub struct ImageFile {
 /// The TeX Live year of `image_id` and its files `<name>.sty` and `<name>.cls`; None when the
 /// image is not registered.
 pub async fn image_files(
-    pool: &Pool,
+    client: &impl GenericClient,
     image_id: &str,
     name: &str,
 ) -> DbResult<Option<(String, Vec<ImageFile>)>> {
-    let client = pool.get().await?;
     let Some(image) = client
         .query_opt(
             "SELECT texlive FROM sandbox_images WHERE image_id = $1",

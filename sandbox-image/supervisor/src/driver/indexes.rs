@@ -1,11 +1,10 @@
 //! Indexes and their kin, through makeindex: every `.idx` the pass wrote (makeidx, imakeidx's
-//! several indexes, splitidx's shared file split here), glossaries ([`glossaries`]) and
-//! nomencl's `.nlo`. Style files come from the document only through names checked like
-//! every other: imakeidx's `options=-s style.ist`, read back from the message it logs when it
-//! cannot run makeindex itself.
+//! several indexes, splitidx's shared file split here) and nomencl's `.nlo`; glossaries run
+//! makeindex through [`makeindex`] too. Style files come from the document only through names
+//! checked like every other: imakeidx's `options=-s style.ist`, read back from the message it
+//! logs when it cannot run makeindex itself.
 
 use super::files::{contents_of_kinds, fingerprint, Recorded};
-use super::glossaries;
 use super::names::{is_safe_name, is_safe_path};
 use super::tools::{signature_of, Tools};
 use crate::process::Program;
@@ -50,7 +49,6 @@ pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
             changed |= copy_if_changed(&ind, &Path::new(JOB_NAME).with_extension("ind"));
         }
     }
-    changed |= glossaries::run(tools);
     let nomenclature = Path::new(JOB_NAME).with_extension("nlo");
     if recorded.outputs.contains(&nomenclature) {
         let args = [

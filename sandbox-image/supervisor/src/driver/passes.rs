@@ -6,7 +6,7 @@
 use super::engine::Engine;
 use super::tex_live::TexLive;
 use super::tools::{self, Tools};
-use super::{bib2gls, bibliography, files, indexes, preamble, STOP};
+use super::{bib2gls, bibliography, files, glossaries, indexes, preamble, STOP};
 use crate::process;
 use nix::sys::resource::Resource;
 use std::collections::BTreeMap;
@@ -124,6 +124,7 @@ pub fn compile(
         }
         let tools_changed = bibliography::run(tools, &recorded)
             | indexes::run(tools, &recorded, &log)
+            | glossaries::run(tools)
             | bib2gls::run(tools);
         let read_changed = changed_during_pass(&recorded.inputs, &before);
         let appeared = files::missing_then_present(&log)
