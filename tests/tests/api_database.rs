@@ -162,8 +162,8 @@ async fn one_token_s_flood_of_requests_shares_its_lookup() {
 /// The status of a request that needs its token looked up and nothing else from the database
 /// (a body the API refuses before taking a connection), which must come within `within`.
 async fn looked_up_within(app: &TestApp, token: &str, within: Duration) -> u16 {
-    let refused = app.post_as(token, "/compile", &json!({}));
-    tokio::time::timeout(within, refused)
+    let empty = json!({});
+    tokio::time::timeout(within, app.post_as(token, "/compile", &empty))
         .await
         .expect("answered in time")
         .status()
