@@ -106,8 +106,14 @@ python3 "$here/common-tree.py" "$root" "$root/tmp/fonts-extra-files"
 rm "$root/tmp/fonts-extra-files"
 common_tree=/usr/share/texfleet/texmf-common
 in_common_tree() { chroot "$root" env TEXMFDIST=$common_tree kpsewhich "$@"; }
-[ "$(in_common_tree article.cls)" = $common_tree/tex/latex/base/article.cls ] &&
-  [ "$(in_common_tree cmr10.tfm)" = $common_tree/fonts/tfm/public/cm/cmr10.tfm ] &&
+# The same file as texmf-dist's, found in the common tree (in a bucket of tex/latex's folders).
+same_in_common_tree() {
+  local found
+  found=$(in_common_tree "$1") && [ "${found#"$common_tree"/}" != "$found" ] &&
+    [ "$root$found" -ef "$root/usr/share/texlive/texmf-dist/$2" ]
+}
+same_in_common_tree article.cls tex/latex/base/article.cls &&
+  same_in_common_tree cmr10.tfm fonts/tfm/public/cm/cmr10.tfm &&
   [ "$(in_common_tree newtxmath.sty)" = $common_tree/tex/generic/texfleet-complete-only/newtxmath.sty ] &&
   [ -z "$(in_common_tree fa5brands0.tfm)" ] && [ "$(stat -c %s "$root$common_tree/ls-R")" -lt 2000000 ] ||
   { echo "customize.sh: the common tree is not texmf-dist without texlive-fonts-extra, with a database under 2 MB" >&2; exit 1; }
