@@ -1,10 +1,6 @@
 //! Bearer-token authentication: the token's SHA-256 is looked up among live tokens, and the
 //! request is then bound to that token's project.
-//!
-//! Requests of one token share its lookup in flight ([`TokenLookups`]): a token's flood of
-//! concurrent requests costs the database one query at a time, not one each, before its rate
-//! limit refuses most of them, so other projects' lookups are not queued behind it. Nothing is
-//! remembered once a lookup ends, so a revoked token is refused from the next lookup on.
+//! The lookup itself is bounded per token and per client network ([`crate::token_lookups`]).
 
 use crate::problem::Problem;
 use crate::AppState;
@@ -14,10 +10,7 @@ use axum::http::request::Parts;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter as GovernorLimiter};
 use std::num::NonZeroU32;
-use async_singleflight::Group;
 use std::sync::Arc;
-use std::time::Duration;
-use texfleet_core::db::{self, Pool};
 use texfleet_core::{token, Config};
 use uuid::Uuid;
 
@@ -44,9 +37,13 @@ impl FromRequestParts<AppState> for Authenticated {
                 Problem::unauthorized("the Authorization header must be 'Bearer <token>'")
             })?;
         let token_hash = token::hash(token);
+        let client = parts
+            .extensions
+            .get::<crate::client_address::Client>()
+            .map(|client| client.0);
         let project_id = state
             .token_lookups
-            .project(&state.pool, &token_hash)
+            .project(&state.pool, &token_hash, client)
             .await?
             .ok_or_else(|| Problem::unauthorized("the token is unknown, revoked or expired"))?;
         state.rate_limiter.check(token_hash)?;
@@ -78,51 +75,6 @@ impl Authenticated {
                 "the token does not belong to this project",
             )),
             _ => Ok(()),
-        }
-    }
-}
-
-/// The lookups in flight, by token hash.
-pub struct TokenLookups {
-    in_flight: Group<Vec<u8>, Option<Uuid>, db::DbError>,
-}
-
-/// How often lookups whose first caller left before the end are forgotten.
-const FORGET_EVERY: Duration = Duration::from_secs(60);
-
-impl TokenLookups {
-    pub fn new() -> Arc<TokenLookups> {
-        let lookups = Arc::new(TokenLookups {
-            in_flight: Group::new(),
-        });
-        let weak = Arc::downgrade(&lookups);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(FORGET_EVERY);
-            loop {
-                every.tick().await;
-                let Some(lookups) = weak.upgrade() else {
-                    return;
-                };
-                lookups.in_flight.purge_stale().await;
-            }
-        });
-        lookups
-    }
-
-    /// The project of the live token whose hash is `token_hash`, joining a lookup of the same
-    /// token already in flight.
-    async fn project(&self, pool: &Pool, token_hash: &[u8]) -> Result<Option<Uuid>, Problem> {
-        let lookup = async {
-            let client = pool.get().await?;
-            db::authenticate(&client, token_hash).await
-        };
-        match self.in_flight.work(token_hash, lookup).await {
-            Ok(project) => Ok(project),
-            Err(Some(error)) => Err(error.into()),
-            // The lookup this request joined failed; its own caller was told why.
-            Err(None) => Err(Problem::unavailable(
-                "the database is unavailable; retry shortly",
-            )),
         }
     }
 }

@@ -150,18 +150,24 @@ impl AddressLimiter {
     }
 }
 
+/// Who a request comes from, as [`limit_per_address`] found it.
+#[derive(Debug, Clone, Copy)]
+pub struct Client(pub IpAddr);
+
 /// Middleware: answers `429` to a client over its rate, before anything else looks at the
-/// request.
+/// request, and tells later steps who the client is ([`Client`]).
 pub async fn limit_per_address(
     State(limiter): State<Arc<AddressLimiter>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    if let (Some(buckets), Some(Peer(peer))) =
-        (&limiter.limiter, request.extensions().get::<Peer>())
-    {
-        let client = counted_as(limiter.proxies.client(*peer, request.headers()));
-        if let Err(not_until) = buckets.check_key(&client) {
+    let Some(&Peer(peer)) = request.extensions().get::<Peer>() else {
+        return next.run(request).await;
+    };
+    let client = limiter.proxies.client(peer, request.headers());
+    request.extensions_mut().insert(Client(client));
+    if let Some(buckets) = &limiter.limiter {
+        if let Err(not_until) = buckets.check_key(&counted_as(client)) {
             metrics::RATE_LIMITED.with_label_values(&["address"]).inc();
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             return Problem::rate_limited(

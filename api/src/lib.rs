@@ -28,6 +28,7 @@ mod routes;
 mod sending;
 mod serve;
 mod submit;
+mod token_lookups;
 mod webhooks;
 
 pub use serve::bind;
@@ -61,7 +62,9 @@ struct AppState {
     storage: Storage,
     config: Arc<Config>,
     events: events::JobEvents,
-    token_lookups: Arc<auth::TokenLookups>,
+    token_lookups: Arc<token_lookups::TokenLookups>,
+    /// When `/readyz` last reached Postgres.
+    last_ready: Arc<tokio::sync::Mutex<Option<std::time::Instant>>>,
     rate_limiter: auth::RateLimiter,
     /// Downloads in flight, per project: each holds a connection to the object store while
     /// its client reads.
@@ -160,6 +163,7 @@ pub async fn serve(
     )?;
     let address_limiter = client_address::AddressLimiter::new(&config, proxies.clone());
     let pool = db::api_pool(&config)?;
+    let token_lookups = token_lookups::TokenLookups::new(pool.status().max_size);
     let state = AppState {
         webhooks: sealer.map(|sealer| webhooks::WebhookSettings { sealer, allowed }),
         pool: pool.clone(),
@@ -169,7 +173,8 @@ pub async fn serve(
             config.api_database_url().to_string(),
             config.max_connections / 4,
         ),
-        token_lookups: auth::TokenLookups::new(),
+        token_lookups,
+        last_ready: Arc::default(),
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
         receiving: receiving::ReceivingBudget::new(config.max_body_bytes),

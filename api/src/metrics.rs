@@ -113,7 +113,7 @@ pub static CONNECTIONS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec_with_registry!(
         "texfleet_http_rate_limited_total",
-        "Requests answered 429 rate_limited: by client address (before any token is looked up) or by token.",
+        "Requests answered 429 rate_limited: by client address (before any token is looked up), by client network (token lookups in flight) or by token.",
         &["by"],
         REGISTRY
     )
@@ -130,7 +130,7 @@ pub fn init() {
     for reason in ["header_timeout", "idle_timeout", "stalled", "evicted"] {
         CONNECTIONS_CLOSED.with_label_values(&[reason]);
     }
-    for by in ["address", "token"] {
+    for by in ["address", "network", "token"] {
         RATE_LIMITED.with_label_values(&[by]);
     }
     for result in ["hit", "miss"] {

@@ -159,6 +159,47 @@ async fn one_token_s_flood_of_requests_shares_its_lookup() {
     lock.rollback().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_s_flood_of_unknown_tokens_leaves_other_clients_looked_up() {
+    let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
+    // Addresses of one network, each within its connections.
+    let flooding: Vec<_> = (2..10)
+        .map(|host| texfleet_e2e::client_from(&format!("127.0.5.{host}")))
+        .collect();
+    let mut flood = Vec::new();
+    for n in 0..320 {
+        let request = flooding[n % flooding.len()]
+            .get(format!("{}/info", app.url))
+            .bearer_auth(format!("tf_made_up_{n}"))
+            .send();
+        flood.push(tokio::spawn(request));
+    }
+    let (_, token) = app.other_project().await;
+    let victim = texfleet_e2e::client_from("127.0.6.3");
+    let started = Instant::now();
+    let answer = victim
+        .post(format!("{}/compile", app.url))
+        .bearer_auth(&token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 422, "looked up beside the flood");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    let mut refused = 0;
+    for request in flood {
+        let answer = request.await.unwrap().unwrap();
+        if answer.status() == 429 {
+            let problem: Value = answer.json().await.unwrap();
+            assert!(problem["detail"].as_str().unwrap().contains("network"), "{problem}");
+            refused += 1;
+        } else {
+            assert_eq!(answer.status(), 401);
+        }
+    }
+    assert!(refused > 0, "the network's lookups past its share are refused");
+}
+
 /// The status of a request that needs its token looked up and nothing else from the database
 /// (a body the API refuses before taking a connection), which must come within `within`.
 async fn looked_up_within(app: &TestApp, token: &str, within: Duration) -> u16 {

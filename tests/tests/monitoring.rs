@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 use texfleet_e2e::{eventually, free_port, TestApp, HELLO};
 
 struct Prometheus {
@@ -200,5 +201,36 @@ async fn prometheus_sees_exactly_what_each_process_did() {
         ("count(texfleet_build_info)".to_string(), 2.0),
     ] {
         expect_value(&http, &prometheus, &promql, expected).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_s_probe_port_holds_few_connections_and_none_for_long() {
+    let probes = format!("127.0.0.1:{}", free_port());
+    let _app = TestApp::spawn_with(|config| config.scheduler_metrics_addr = probes.clone()).await;
+    let probes: std::net::SocketAddr = probes.parse().unwrap();
+    texfleet_e2e::eventually(Duration::from_secs(30), "the probes answer", || async {
+        reqwest::get(format!("http://{probes}/healthz")).await.is_ok()
+    })
+    .await;
+    // Silent connections from one address: past its share, each is closed at once; the rest
+    // when they have sent no request in time.
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(texfleet_e2e::connect_from("127.0.7.2", probes).await);
+    }
+    let healthz = texfleet_e2e::client_from("127.0.8.3")
+        .get(format!("http://{probes}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(healthz.text().await.unwrap(), "ok");
+    for (n, connection) in silent.iter_mut().enumerate() {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), connection.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "silent connection {n} is closed: {read:?}"
+        );
     }
 }

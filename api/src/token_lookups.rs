@@ -1,0 +1,178 @@
+//! Looking a token up in the database, bounded so that no client's lookups hold up
+//! another's, whether its tokens are valid or made up:
+//! - requests of one token share its lookup in flight: a token's flood of concurrent requests
+//!   costs one query at a time, before its rate limit refuses most of them;
+//! - a client network (an IPv4 /24, an IPv6 /48) has at most [`PER_NETWORK`] lookups in
+//!   flight, and more are refused at once (`429`) instead of queueing before everyone else's;
+//! - lookups together take at most as many connections as the pool has, so that however many
+//!   clients flood, the projects' own work waits for a connection behind one pool's worth of
+//!   lookups at most.
+//!
+//! Nothing is remembered once a lookup ends, so a revoked token is refused from the next lookup
+//! on.
+
+use crate::problem::Problem;
+use async_singleflight::Group;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use texfleet_core::db::{self, Pool};
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+/// The lookups one client network may have in flight.
+pub const PER_NETWORK: usize = 8;
+/// How long a lookup waits for one of the lookups' connections.
+const WAIT: Duration = Duration::from_secs(5);
+/// How often lookups whose first caller left before the end are forgotten.
+const FORGET_EVERY: Duration = Duration::from_secs(60);
+
+pub struct TokenLookups {
+    in_flight: Group<Vec<u8>, Lookup, db::DbError>,
+    by_network: Mutex<HashMap<IpAddr, usize>>,
+    connections: Semaphore,
+}
+
+/// How a lookup ended, for its caller and for every request that joined it.
+#[derive(Clone)]
+enum Lookup {
+    Found(Option<Uuid>),
+    NetworkBusy,
+    ConnectionsBusy,
+}
+
+impl TokenLookups {
+    /// Lookups that hold at most `connections` of the pool at once.
+    pub fn new(connections: usize) -> Arc<TokenLookups> {
+        let lookups = Arc::new(TokenLookups {
+            in_flight: Group::new(),
+            by_network: Mutex::default(),
+            connections: Semaphore::new(connections.max(1)),
+        });
+        let weak = Arc::downgrade(&lookups);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(FORGET_EVERY);
+            loop {
+                every.tick().await;
+                let Some(lookups) = weak.upgrade() else {
+                    return;
+                };
+                lookups.in_flight.purge_stale().await;
+            }
+        });
+        lookups
+    }
+
+    /// The project of the live token whose hash is `token_hash`, joining a lookup of the same
+    /// token already in flight; `client` is who asks (None: a caller the server did not see).
+    pub async fn project(
+        &self,
+        pool: &Pool,
+        token_hash: &[u8],
+        client: Option<IpAddr>,
+    ) -> Result<Option<Uuid>, Problem> {
+        let network = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), network_of);
+        let lookup = async {
+            let Some(_slot) = self.network_slot(network) else {
+                return Ok(Lookup::NetworkBusy);
+            };
+            let Ok(Ok(_connection)) = tokio::time::timeout(WAIT, self.connections.acquire()).await
+            else {
+                return Ok(Lookup::ConnectionsBusy);
+            };
+            let client = pool.get().await?;
+            Ok(Lookup::Found(db::authenticate(&client, token_hash).await?))
+        };
+        match self.in_flight.work(token_hash, lookup).await {
+            Ok(Lookup::Found(project)) => Ok(project),
+            Ok(Lookup::NetworkBusy) => {
+                crate::metrics::RATE_LIMITED
+                    .with_label_values(&["network"])
+                    .inc();
+                Err(Problem::rate_limited(
+                    "too many token lookups in flight from this network; slow down",
+                    1,
+                ))
+            }
+            Ok(Lookup::ConnectionsBusy) => Err(Problem::unavailable(
+                "too many token lookups are waiting; retry shortly",
+            )),
+            Err(Some(error)) => Err(error.into()),
+            // The lookup this request joined failed; its own caller was told why.
+            Err(None) => Err(Problem::unavailable(
+                "the database is unavailable; retry shortly",
+            )),
+        }
+    }
+
+    /// One of `network`'s lookups in flight, or None when it has [`PER_NETWORK`].
+    fn network_slot(&self, network: IpAddr) -> Option<NetworkSlot<'_>> {
+        let mut by_network = self.by_network.lock().expect("never poisoned");
+        let held = by_network.entry(network).or_default();
+        if *held == PER_NETWORK {
+            return None;
+        }
+        *held += 1;
+        Some(NetworkSlot {
+            lookups: self,
+            network,
+        })
+    }
+}
+
+struct NetworkSlot<'a> {
+    lookups: &'a TokenLookups,
+    network: IpAddr,
+}
+
+impl Drop for NetworkSlot<'_> {
+    fn drop(&mut self) {
+        let mut by_network = self.lookups.by_network.lock().expect("never poisoned");
+        if let Some(held) = by_network.get_mut(&self.network) {
+            *held -= 1;
+            if *held == 0 {
+                by_network.remove(&self.network);
+            }
+        }
+    }
+}
+
+/// The network a client's lookups count under: its IPv4 /24 or IPv6 /48 (an IPv4 address
+/// mapped into IPv6 counts as IPv4).
+fn network_of(client: IpAddr) -> IpAddr {
+    match client.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & 0xffff_ff00)),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 80) - 1)).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_network_holds_its_share_of_lookups_and_gets_them_back() {
+        let lookups = TokenLookups {
+            in_flight: Group::new(),
+            by_network: Mutex::default(),
+            connections: Semaphore::new(1),
+        };
+        let one = network_of("192.0.2.7".parse().unwrap());
+        assert_eq!(one, network_of("192.0.2.200".parse().unwrap()));
+        assert_ne!(one, network_of("192.0.3.7".parse().unwrap()));
+        assert_eq!(
+            network_of("2001:db8:1:2::1".parse().unwrap()),
+            network_of("2001:db8:1:ffff::9".parse().unwrap())
+        );
+        let held: Vec<_> = (0..PER_NETWORK)
+            .map(|_| lookups.network_slot(one).expect("within the share"))
+            .collect();
+        assert!(lookups.network_slot(one).is_none());
+        let other = network_of("198.51.100.1".parse().unwrap());
+        assert!(lookups.network_slot(other).is_some());
+        drop(held);
+        assert!(lookups.network_slot(one).is_some());
+        assert!(lookups.by_network.lock().unwrap().is_empty());
+    }
+}
