@@ -99,25 +99,6 @@ grep -q '^cmr10 ' "$common_map" && grep -q '^ec-lmr10 ' "$common_map" && ! grep 
   [ "$(stat -c %s "$common_map")" -lt 1000000 ] ||
   { echo "customize.sh: the common font map is not Computer Modern and Latin Modern without fontawesome5, under 1 MB" >&2; exit 1; }
 
-# pdfTeX passes search the common TeX Live first: texmf-dist without texlive-fonts-extra, whose
-# fonts are more than half of the file database kpathsea reads at every run (common-tree.py).
-chroot "$root" dpkg -L texlive-fonts-extra >"$root/tmp/fonts-extra-files"
-python3 "$here/common-tree.py" "$root" "$root/tmp/fonts-extra-files"
-rm "$root/tmp/fonts-extra-files"
-common_tree=/usr/share/texfleet/texmf-common
-in_common_tree() { chroot "$root" env TEXMFDIST=$common_tree kpsewhich "$@"; }
-# The same file as texmf-dist's, found in the common tree (in a bucket of tex/latex's folders).
-same_in_common_tree() {
-  local found
-  found=$(in_common_tree "$1") && [ "${found#"$common_tree"/}" != "$found" ] &&
-    [ "$root$found" -ef "$root/usr/share/texlive/texmf-dist/$2" ]
-}
-same_in_common_tree article.cls tex/latex/base/article.cls &&
-  same_in_common_tree cmr10.tfm fonts/tfm/public/cm/cmr10.tfm &&
-  [ "$(in_common_tree newtxmath.sty)" = $common_tree/tex/generic/texfleet-complete-only/newtxmath.sty ] &&
-  [ -z "$(in_common_tree fa5brands0.tfm)" ] && [ "$(stat -c %s "$root$common_tree/ls-R")" -lt 2000000 ] ||
-  { echo "customize.sh: the common tree is not texmf-dist without texlive-fonts-extra, with a database under 2 MB" >&2; exit 1; }
-
 # Java for bib2gls, found through Debian's fixed default-java link. Java reads its security
 # settings from /etc/java-<version>-openjdk, which Landlock lets the compile read
 # (sandbox-image/supervisor/src/confine.rs): a new Java version must be named there.
@@ -220,6 +201,26 @@ for tree in "$root/usr/share/texlive" "$root/usr/share/texmf" "$root/usr/share/t
 done
 ! find "$root/usr" \( -name 'mktex*' -o -name 'fmtutil*' -o -name 'rungs*' \) \( -type f -o -type l \) | grep . ||
   { echo "customize.sh: an on-demand maker is still there" >&2; exit 1; }
+
+# pdfTeX passes search the common TeX Live first: texmf-dist without texlive-fonts-extra, whose
+# fonts are more than half of the file database kpathsea reads at every run (common-tree.py).
+# Its files are hard links to texmf-dist's, made once texmf-dist has lost what it loses above.
+chroot "$root" dpkg -L texlive-fonts-extra >"$root/tmp/fonts-extra-files"
+python3 "$here/common-tree.py" "$root" "$root/tmp/fonts-extra-files"
+rm "$root/tmp/fonts-extra-files"
+common_tree=/usr/share/texfleet/texmf-common
+in_common_tree() { chroot "$root" env TEXMFDIST=$common_tree kpsewhich "$@"; }
+# The same file as texmf-dist's, found in the common tree (in a bucket of tex/latex's folders).
+same_in_common_tree() {
+  local found
+  found=$(in_common_tree "$1") && [ "${found#"$common_tree"/}" != "$found" ] &&
+    [ "$root$found" -ef "$root/usr/share/texlive/texmf-dist/$2" ]
+}
+same_in_common_tree article.cls tex/latex/base/article.cls &&
+  same_in_common_tree cmr10.tfm fonts/tfm/public/cm/cmr10.tfm &&
+  [ "$(in_common_tree newtxmath.sty)" = $common_tree/tex/generic/texfleet-complete-only/newtxmath.sty ] &&
+  [ -z "$(in_common_tree fa5brands0.tfm)" ] && [ "$(stat -c %s "$root$common_tree/ls-R")" -lt 2000000 ] ||
+  { echo "customize.sh: the common tree is not texmf-dist without texlive-fonts-extra, with a database under 2 MB" >&2; exit 1; }
 
 # What LaTeX packages and classes the image has, for the API (GET /info/packages/{name}).
 python3 "$here/package-index.py" "$root" "$root/usr/share/texfleet/packages.json"
