@@ -209,21 +209,21 @@ pub async fn serve() -> Response {
 impl Encodings {
     /// An encoding of the metrics, made now or shared with other scrapes.
     async fn latest(&self) -> Bytes {
-    let mut encodings = self.0.lock().await;
-    encodings.retain(|(_, encoding)| encoding.strong_count() > 0);
-    let fresh_for = match encodings.len() < MOST_HELD {
-        true => FRESH_FOR,
-        false => FRESH_WHILE_HELD,
-    };
-    if let Some((made, encoding)) = encodings.last() {
-        if let Some(encoding) = encoding.upgrade().filter(|_| made.elapsed() < fresh_for) {
-            return Bytes::from_owner(Encoding(encoding));
+        let mut encodings = self.0.lock().await;
+        encodings.retain(|(_, encoding)| encoding.strong_count() > 0);
+        let fresh_for = match encodings.len() < MOST_HELD {
+            true => FRESH_FOR,
+            false => FRESH_WHILE_HELD,
+        };
+        if let Some((made, encoding)) = encodings.last() {
+            if let Some(encoding) = encoding.upgrade().filter(|_| made.elapsed() < fresh_for) {
+                return Bytes::from_owner(Encoding(encoding));
+            }
         }
+        let encoding = Arc::new(metrics::encode(&REGISTRY).into_bytes());
+        encodings.push((tokio::time::Instant::now(), Arc::downgrade(&encoding)));
+        Bytes::from_owner(Encoding(encoding))
     }
-    let encoding = Arc::new(metrics::encode(&REGISTRY).into_bytes());
-    encodings.push((tokio::time::Instant::now(), Arc::downgrade(&encoding)));
-    Bytes::from_owner(Encoding(encoding))
-}
 }
 
 #[cfg(test)]
@@ -255,6 +255,10 @@ mod tests {
         let first = encodings.latest().await;
         tokio::time::advance(FRESH_FOR).await;
         let later = encodings.latest().await;
-        assert_ne!(first.as_ptr(), later.as_ptr(), "sent encodings are forgotten");
+        assert_ne!(
+            first.as_ptr(),
+            later.as_ptr(),
+            "sent encodings are forgotten"
+        );
     }
 }

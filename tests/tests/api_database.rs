@@ -137,7 +137,12 @@ async fn one_token_s_flood_of_requests_shares_its_lookup() {
     .await
     .unwrap();
     for _ in 0..50 {
-        tokio::spawn(app.http.get(format!("{}/info", app.url)).bearer_auth(&flooding).send());
+        tokio::spawn(
+            app.http
+                .get(format!("{}/info", app.url))
+                .bearer_auth(&flooding)
+                .send(),
+        );
     }
     texfleet_e2e::eventually(
         Duration::from_secs(10),
@@ -185,19 +190,29 @@ async fn a_network_s_flood_of_unknown_tokens_leaves_other_clients_looked_up() {
         .await
         .unwrap();
     assert_eq!(answer.status(), 422, "looked up beside the flood");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     let mut refused = 0;
     for request in flood {
         let answer = request.await.unwrap().unwrap();
         if answer.status() == 429 {
             let problem: Value = answer.json().await.unwrap();
-            assert!(problem["detail"].as_str().unwrap().contains("network"), "{problem}");
+            assert!(
+                problem["detail"].as_str().unwrap().contains("network"),
+                "{problem}"
+            );
             refused += 1;
         } else {
             assert_eq!(answer.status(), 401);
         }
     }
-    assert!(refused > 0, "the network's lookups past its share are refused");
+    assert!(
+        refused > 0,
+        "the network's lookups past its share are refused"
+    );
 }
 
 /// The status of a request that needs its token looked up and nothing else from the database

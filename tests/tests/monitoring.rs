@@ -6,8 +6,8 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
 use texfleet_e2e::{eventually, free_port, TestApp, HELLO};
+use tokio::io::AsyncReadExt;
 
 struct Prometheus {
     child: std::process::Child,
@@ -210,7 +210,9 @@ async fn the_scheduler_s_probe_port_holds_few_connections_and_none_for_long() {
     let _app = TestApp::spawn_with(|config| config.scheduler_metrics_addr = probes.clone()).await;
     let probes: std::net::SocketAddr = probes.parse().unwrap();
     texfleet_e2e::eventually(Duration::from_secs(30), "the probes answer", || async {
-        reqwest::get(format!("http://{probes}/healthz")).await.is_ok()
+        reqwest::get(format!("http://{probes}/healthz"))
+            .await
+            .is_ok()
     })
     .await;
     // Silent connections from one address: past its share, each is closed at once; the rest

@@ -3,8 +3,8 @@
 //! leftovers (migration V5).
 
 use super::{DbResult, Pool};
-use tokio_postgres::GenericClient;
 use std::collections::HashSet;
+use tokio_postgres::GenericClient;
 
 /// Records that scheduler `id` is alive now, running the sandbox image `image_id` (which
 /// the result cache matches against, migration V6).

@@ -2,8 +2,8 @@
 //! schedulers that run it, read by the API's `GET /info/packages/{name}`.
 
 use super::{DbResult, Pool};
-use tokio_postgres::GenericClient;
 use std::collections::BTreeMap;
+use tokio_postgres::GenericClient;
 
 /// Registers the image `image_id` of TeX Live `texlive` with its LaTeX packages and classes
 /// (`<name>.sty` / `<name>.cls` and the version each file states), unless it is registered
