@@ -2,18 +2,23 @@
 //! another's, whether its tokens are valid or made up:
 //! - requests of one token share its lookup in flight: a token's flood of concurrent requests
 //!   costs one query at a time, before its rate limit refuses most of them;
-//! - a client network (an IPv4 /24, an IPv6 /48) has at most [`PER_NETWORK`] lookups in
-//!   flight, and more are refused at once (`429`) instead of queueing before everyone else's;
-//! - lookups together take at most as many connections as the pool has, so that however many
-//!   clients flood, the projects' own work waits for a connection behind one pool's worth of
-//!   lookups at most.
+//! - a token this process has found live before (the last [`KNOWN`] of them) is looked up in a
+//!   lane of its own, so that made-up tokens, however many networks send them, never queue in
+//!   front of a known one; a token the lookup no longer finds leaves that lane;
+//! - any other token is looked up in the second lane, where a client network (an IPv4 /24, an
+//!   IPv6 /48) has at most [`PER_NETWORK`] lookups in flight, and more are refused at once
+//!   (`429`) instead of queueing before everyone else's;
+//! - each lane takes at most as many connections as the pool has, so that the projects' own
+//!   work waits behind two pools' worth of lookups at most.
 //!
-//! Nothing is remembered once a lookup ends, so a revoked token is refused from the next lookup
-//! on.
+//! Every request is looked up, known token or not, so a revoked token is refused from the
+//! next lookup on.
 
 use crate::problem::Problem;
 use async_singleflight::Group;
+use lru::LruCache;
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,8 +26,10 @@ use texfleet_core::db::{self, Pool};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-/// The lookups one client network may have in flight.
+/// The lookups of tokens not known live that one client network may have in flight.
 pub const PER_NETWORK: usize = 8;
+/// How many tokens found live are remembered (a hash and a little bookkeeping each).
+const KNOWN: usize = 100_000;
 /// How long a lookup waits for one of the lookups' connections.
 const WAIT: Duration = Duration::from_secs(5);
 /// How often lookups whose first caller left before the end are forgotten.
@@ -31,7 +38,9 @@ const FORGET_EVERY: Duration = Duration::from_secs(60);
 pub struct TokenLookups {
     in_flight: Group<Vec<u8>, Lookup, db::DbError>,
     by_network: Mutex<HashMap<IpAddr, usize>>,
-    connections: Semaphore,
+    known: Mutex<LruCache<Vec<u8>, ()>>,
+    known_lane: Semaphore,
+    other_lane: Semaphore,
 }
 
 /// How a lookup ended, for its caller and for every request that joined it.
@@ -43,13 +52,9 @@ enum Lookup {
 }
 
 impl TokenLookups {
-    /// Lookups that hold at most `connections` of the pool at once.
+    /// Lookups whose each lane holds at most `connections` of the pool at once.
     pub fn new(connections: usize) -> Arc<TokenLookups> {
-        let lookups = Arc::new(TokenLookups {
-            in_flight: Group::new(),
-            by_network: Mutex::default(),
-            connections: Semaphore::new(connections.max(1)),
-        });
+        let lookups = Arc::new(TokenLookups::with_lanes(connections));
         let weak = Arc::downgrade(&lookups);
         tokio::spawn(async move {
             let mut every = tokio::time::interval(FORGET_EVERY);
@@ -74,15 +79,25 @@ impl TokenLookups {
     ) -> Result<Option<Uuid>, Problem> {
         let network = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), network_of);
         let lookup = async {
-            let Some(_slot) = self.network_slot(network) else {
-                return Ok(Lookup::NetworkBusy);
+            let known = self.is_known(token_hash);
+            let _slot = match known {
+                true => None,
+                false => match self.network_slot(network) {
+                    Some(slot) => Some(slot),
+                    None => return Ok(Lookup::NetworkBusy),
+                },
             };
-            let Ok(Ok(_connection)) = tokio::time::timeout(WAIT, self.connections.acquire()).await
-            else {
+            let lane = match known {
+                true => &self.known_lane,
+                false => &self.other_lane,
+            };
+            let Ok(Ok(_connection)) = tokio::time::timeout(WAIT, lane.acquire()).await else {
                 return Ok(Lookup::ConnectionsBusy);
             };
             let client = pool.get().await?;
-            Ok(Lookup::Found(db::authenticate(&client, token_hash).await?))
+            let project = db::authenticate(&client, token_hash).await?;
+            self.remember(token_hash, project.is_some());
+            Ok(Lookup::Found(project))
         };
         match self.in_flight.work(token_hash, lookup).await {
             Ok(Lookup::Found(project)) => Ok(project),
@@ -103,6 +118,28 @@ impl TokenLookups {
             Err(None) => Err(Problem::unavailable(
                 "the database is unavailable; retry shortly",
             )),
+        }
+    }
+
+    fn with_lanes(connections: usize) -> TokenLookups {
+        TokenLookups {
+            in_flight: Group::new(),
+            by_network: Mutex::default(),
+            known: Mutex::new(LruCache::new(NonZeroUsize::new(KNOWN).expect("not zero"))),
+            known_lane: Semaphore::new(connections.max(1)),
+            other_lane: Semaphore::new(connections.max(1)),
+        }
+    }
+
+    fn is_known(&self, token_hash: &[u8]) -> bool {
+        self.known.lock().expect("never poisoned").get(token_hash).is_some()
+    }
+
+    fn remember(&self, token_hash: &[u8], live: bool) {
+        let mut known = self.known.lock().expect("never poisoned");
+        match live {
+            true => drop(known.put(token_hash.to_vec(), ())),
+            false => drop(known.pop(token_hash)),
         }
     }
 
@@ -153,11 +190,7 @@ mod tests {
 
     #[test]
     fn a_network_holds_its_share_of_lookups_and_gets_them_back() {
-        let lookups = TokenLookups {
-            in_flight: Group::new(),
-            by_network: Mutex::default(),
-            connections: Semaphore::new(1),
-        };
+        let lookups = TokenLookups::with_lanes(1);
         let one = network_of("192.0.2.7".parse().unwrap());
         assert_eq!(one, network_of("192.0.2.200".parse().unwrap()));
         assert_ne!(one, network_of("192.0.3.7".parse().unwrap()));
@@ -174,5 +207,15 @@ mod tests {
         drop(held);
         assert!(lookups.network_slot(one).is_some());
         assert!(lookups.by_network.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_token_found_live_is_known_until_a_lookup_no_longer_finds_it() {
+        let lookups = TokenLookups::with_lanes(1);
+        assert!(!lookups.is_known(b"token"));
+        lookups.remember(b"token", true);
+        assert!(lookups.is_known(b"token"));
+        lookups.remember(b"token", false);
+        assert!(!lookups.is_known(b"token"));
     }
 }

@@ -10,11 +10,11 @@ them, and run again with the complete tree when a document needs one
 The tree is hard links to texmf-dist's files, in folders of its own, and a database of its own:
 - texlive-fonts-extra's fonts are left out, but for their encodings and maps, and so are the
   folders that hold nothing else;
-- its TeX files (packages, font definitions) are replaced by one file, under their names in
-  tex/generic/texfleet-complete-only/, that stops the pass with a message the driver knows.
-  A package that tests whether such a file exists then finds it, and inputting it stops the
-  pass, so no document silently loads another package in the common tree (one that reads such
-  a file line by line gets the stop's text instead, and no retry);
+- its TeX files (packages, font definitions: TEX_INPUTS) are replaced by one file, under
+  their names in tex/generic/texfleet-complete-only/, that stops the pass with a message the
+  driver knows. A package that tests whether such a file exists then finds it, and inputting
+  it stops the pass, so no document silently loads another package in the common tree (one
+  that reads such a file line by line gets the stop's text instead, and no retry);
 - a folder of more than BUCKET_OVER folders (tex/latex holds thousands) has them in buckets,
   a few dozen folders each: a container's root filesystem (overlayfs, or fuse-overlayfs, which
   reads a whole folder at its first lookup) looks a path up one folder at a time, and every
@@ -41,6 +41,10 @@ STOP = (
     b"\\csname @@end\\endcsname\\end\n"
 )
 KEPT_FONT_FOLDERS = ("fonts/enc/", "fonts/map/")
+# What TeX reads of texlive-fonts-extra's tex/ folders: these stop the pass; its other files
+# there (images, Lua, CMaps) are few and stay, since reading a stop's text as one would fail
+# without the message the driver knows.
+TEX_INPUTS = (".sty", ".cls", ".fd", ".def", ".tex", ".cfg", ".clo", ".ldf", ".dfu")
 BUCKET_OVER = 64
 BUCKET_PREFIX = "texfleet-bucket-"
 
@@ -104,8 +108,10 @@ def main(root, extra_list):
                 continue
             if path not in extra:
                 names.append(name)
-            elif path.startswith("tex/"):
+            elif path.startswith("tex/") and name.endswith(TEX_INPUTS):
                 stopped.add(name)
+            elif path.startswith("tex/"):
+                names.append(name)
             elif not path.startswith("fonts/") or path.startswith(KEPT_FONT_FOLDERS):
                 names.append(name)
         files[relative] = names

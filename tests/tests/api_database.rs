@@ -215,6 +215,43 @@ async fn a_network_s_flood_of_unknown_tokens_leaves_other_clients_looked_up() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_known_token_is_looked_up_while_its_own_network_floods_made_up_ones() {
+    let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
+    let (_, token) = app.other_project().await;
+    let victim = texfleet_e2e::client_from("127.0.9.3");
+    let ask = || {
+        victim
+            .post(format!("{}/compile", app.url))
+            .bearer_auth(&token)
+            .json(&json!({}))
+            .send()
+    };
+    assert_eq!(ask().await.unwrap().status(), 422, "the token is found live");
+    // Neighbours in the same /24 take every lookup of made-up tokens the network may have.
+    let flooding: Vec<_> = (10..18)
+        .map(|host| texfleet_e2e::client_from(&format!("127.0.9.{host}")))
+        .collect();
+    let mut flood = Vec::new();
+    for n in 0..800 {
+        let request = flooding[n % flooding.len()]
+            .get(format!("{}/info", app.url))
+            .bearer_auth(format!("tf_made_up_{n}"))
+            .send();
+        flood.push(tokio::spawn(request));
+    }
+    for _ in 0..5 {
+        assert_eq!(ask().await.unwrap().status(), 422, "looked up beside the flood");
+    }
+    let mut refused = 0;
+    for request in flood {
+        if request.await.unwrap().unwrap().status() == 429 {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "the neighbours' lookups past the network's share are refused");
+}
+
 /// The status of a request that needs its token looked up and nothing else from the database
 /// (a body the API refuses before taking a connection), which must come within `within`.
 async fn looked_up_within(app: &TestApp, token: &str, within: Duration) -> u16 {
