@@ -10,25 +10,30 @@ use axum::routing::get;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tower::ServiceExt;
 
-/// Connections served at once, and per client address: probes and scrapes are few, so that
-/// connections opened by anyone who reaches the port cannot take the process's files.
+/// Connections served at once, and per client network (an IPv4 /24, an IPv6 /64): probes and
+/// scrapes are few, so that connections opened by anyone who reaches the port cannot take the
+/// process's files.
 const MAX_CONNECTIONS: usize = 256;
-const MAX_PER_ADDRESS: usize = 8;
+const MAX_PER_NETWORK: usize = 8;
 /// How long a connection has to send a request's headers, and how long it may live at all: a
 /// probe or a scrape takes a moment.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 const LIFETIME: Duration = Duration::from_secs(10);
 
 /// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (its Docker engine
-/// answers, so it claims jobs) on `listener` until the task is aborted. A connection past
-/// [`MAX_CONNECTIONS`], or past [`MAX_PER_ADDRESS`] of its address, is closed at once.
+/// answers, so it claims jobs) on `listener` until the task is aborted. When the port is full,
+/// or a network holds its share, a new connection takes the place of the oldest one that has
+/// sent no request, of its network first, as a probe sends its request at once and a
+/// connection held silent does not; with no such place it is closed at once.
 pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
     let router = Router::new()
         .route(
@@ -55,7 +60,7 @@ pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
                 }
             }),
         );
-    let open = Arc::new(Mutex::new(HashMap::<IpAddr, usize>::new()));
+    let open = Arc::new(Mutex::new(Open::default()));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -65,50 +70,118 @@ pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
                 continue;
             }
         };
-        let Some(held) = Held::take(&open, peer.ip()) else {
+        let Some(held) = Held::take(&open, network_of(peer.ip())) else {
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        let requested = held.requested.clone();
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |request| {
+            requested.store(true, Ordering::Relaxed);
+            router.clone().oneshot(request)
+        });
         tokio::spawn(async move {
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(LIFETIME, connection).await;
+            tokio::select! {
+                _ = tokio::time::timeout(LIFETIME, connection) => {}
+                _ = held.closing.notified() => {}
+            }
             drop(held);
         });
     }
 }
 
+/// The connections being served.
+#[derive(Default)]
+struct Open {
+    connections: HashMap<u64, Connection>,
+    next_id: u64,
+}
+
+struct Connection {
+    network: IpAddr,
+    accepted: Instant,
+    requested: Arc<AtomicBool>,
+    closing: Arc<Notify>,
+}
+
 /// A connection counted against the limits until dropped.
 struct Held {
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    address: IpAddr,
+    open: Arc<Mutex<Open>>,
+    id: u64,
+    requested: Arc<AtomicBool>,
+    closing: Arc<Notify>,
 }
 
 impl Held {
-    fn take(open: &Arc<Mutex<HashMap<IpAddr, usize>>>, address: IpAddr) -> Option<Held> {
-        let mut counts = open.lock().expect("never poisoned");
-        let total: usize = counts.values().sum();
-        if total >= MAX_CONNECTIONS || counts.get(&address) >= Some(&MAX_PER_ADDRESS) {
-            return None;
+    fn take(open: &Arc<Mutex<Open>>, network: IpAddr) -> Option<Held> {
+        let mut state = open.lock().expect("never poisoned");
+        let of_network = state
+            .connections
+            .values()
+            .filter(|connection| connection.network == network)
+            .count();
+        if of_network >= MAX_PER_NETWORK {
+            state.close_oldest_silent(Some(network))?;
+        } else if state.connections.len() >= MAX_CONNECTIONS {
+            state
+                .close_oldest_silent(Some(network))
+                .or_else(|| state.close_oldest_silent(None))?;
         }
-        *counts.entry(address).or_default() += 1;
+        let id = state.next_id;
+        state.next_id += 1;
+        let requested = Arc::new(AtomicBool::new(false));
+        let closing = Arc::new(Notify::new());
+        state.connections.insert(
+            id,
+            Connection {
+                network,
+                accepted: Instant::now(),
+                requested: requested.clone(),
+                closing: closing.clone(),
+            },
+        );
         Some(Held {
             open: open.clone(),
-            address,
+            id,
+            requested,
+            closing,
         })
+    }
+}
+
+impl Open {
+    /// Closes the oldest connection (of `network`, when given) that has sent no request, and
+    /// forgets it at once so that its place is free.
+    fn close_oldest_silent(&mut self, network: Option<IpAddr>) -> Option<()> {
+        let (&id, _) = self
+            .connections
+            .iter()
+            .filter(|(_, connection)| network.is_none_or(|network| connection.network == network))
+            .filter(|(_, connection)| !connection.requested.load(Ordering::Relaxed))
+            .min_by_key(|(_, connection)| connection.accepted)?;
+        let connection = self.connections.remove(&id)?;
+        connection.closing.notify_one();
+        Some(())
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut counts = self.open.lock().expect("never poisoned");
-        if let Some(count) = counts.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.address);
-            }
-        }
+        self.open
+            .lock()
+            .expect("never poisoned")
+            .connections
+            .remove(&self.id);
+    }
+}
+
+/// The network a client's connections count under: its IPv4 /24 or IPv6 /64.
+fn network_of(address: IpAddr) -> IpAddr {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & 0xffff_ff00)),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
     }
 }

@@ -215,11 +215,18 @@ async fn the_scheduler_s_probe_port_holds_few_connections_and_none_for_long() {
             .is_ok()
     })
     .await;
-    // Silent connections from one address: past its share, each is closed at once; the rest
-    // when they have sent no request in time.
+    // Silent connections from one network: past its share, each takes the place of its
+    // network's oldest; the rest are closed when they have sent no request in time.
     let mut silent = Vec::new();
     for _ in 0..20 {
         silent.push(texfleet_e2e::connect_from("127.0.7.2", probes).await);
+    }
+    // And the port held full from many networks: a probe still takes a silent one's place.
+    let mut holding = Vec::new();
+    for network in 20..60 {
+        for _ in 0..8 {
+            holding.push(texfleet_e2e::connect_from(&format!("127.0.{network}.2"), probes).await);
+        }
     }
     let healthz = texfleet_e2e::client_from("127.0.8.3")
         .get(format!("http://{probes}/healthz"))
@@ -227,7 +234,7 @@ async fn the_scheduler_s_probe_port_holds_few_connections_and_none_for_long() {
         .await
         .unwrap();
     assert_eq!(healthz.text().await.unwrap(), "ok");
-    for (n, connection) in silent.iter_mut().enumerate() {
+    for (n, connection) in silent.iter_mut().chain(holding.iter_mut()).enumerate() {
         let mut byte = [0u8; 1];
         let read = tokio::time::timeout(Duration::from_secs(5), connection.read(&mut byte)).await;
         assert!(
