@@ -18,8 +18,8 @@ use crate::problem::Problem;
 use async_singleflight::Group;
 use lru::LruCache;
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use texfleet_core::db::{self, Pool};
@@ -132,7 +132,11 @@ impl TokenLookups {
     }
 
     fn is_known(&self, token_hash: &[u8]) -> bool {
-        self.known.lock().expect("never poisoned").get(token_hash).is_some()
+        self.known
+            .lock()
+            .expect("never poisoned")
+            .get(token_hash)
+            .is_some()
     }
 
     fn remember(&self, token_hash: &[u8], live: bool) {

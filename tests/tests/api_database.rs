@@ -227,7 +227,11 @@ async fn a_known_token_is_looked_up_while_its_own_network_floods_made_up_ones() 
             .json(&json!({}))
             .send()
     };
-    assert_eq!(ask().await.unwrap().status(), 422, "the token is found live");
+    assert_eq!(
+        ask().await.unwrap().status(),
+        422,
+        "the token is found live"
+    );
     // Neighbours in the same /24 take every lookup of made-up tokens the network may have.
     let flooding: Vec<_> = (10..18)
         .map(|host| texfleet_e2e::client_from(&format!("127.0.9.{host}")))
@@ -241,7 +245,11 @@ async fn a_known_token_is_looked_up_while_its_own_network_floods_made_up_ones() 
         flood.push(tokio::spawn(request));
     }
     for _ in 0..5 {
-        assert_eq!(ask().await.unwrap().status(), 422, "looked up beside the flood");
+        assert_eq!(
+            ask().await.unwrap().status(),
+            422,
+            "looked up beside the flood"
+        );
     }
     let mut refused = 0;
     for request in flood {
@@ -249,7 +257,10 @@ async fn a_known_token_is_looked_up_while_its_own_network_floods_made_up_ones() 
             refused += 1;
         }
     }
-    assert!(refused > 0, "the neighbours' lookups past the network's share are refused");
+    assert!(
+        refused > 0,
+        "the neighbours' lookups past the network's share are refused"
+    );
 }
 
 /// The status of a request that needs its token looked up and nothing else from the database
