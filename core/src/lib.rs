@@ -10,6 +10,7 @@ pub mod config;
 pub mod db;
 pub mod metrics;
 pub mod model;
+pub mod network;
 pub mod project_slots;
 pub mod storage;
 pub mod token;

@@ -11,7 +11,7 @@ use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -180,8 +180,5 @@ impl Drop for Held {
 
 /// The network a client's connections count under: its IPv4 /24 or IPv6 /64.
 fn network_of(address: IpAddr) -> IpAddr {
-    match address.to_canonical() {
-        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) & 0xffff_ff00)),
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-    }
+    texfleet_core::network::of(address, 24, 64)
 }

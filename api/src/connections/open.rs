@@ -3,7 +3,6 @@
 //! client churning connections makes the API look for one to close on every accept.
 
 use super::Activity;
-use ipnet::{Ipv4Net, Ipv6Net};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -74,12 +73,5 @@ impl Open {
 
 /// The network of `address` with `prefixes`' length for its family.
 pub(super) fn network(address: IpAddr, (v4, v6): (u8, u8)) -> IpAddr {
-    match address {
-        IpAddr::V4(address) => {
-            IpAddr::V4(Ipv4Net::new(address, v4).expect("a valid prefix").network())
-        }
-        IpAddr::V6(address) => {
-            IpAddr::V6(Ipv6Net::new(address, v6).expect("a valid prefix").network())
-        }
-    }
+    texfleet_core::network::of(address, v4, v6)
 }
