@@ -10,18 +10,17 @@ use axum::routing::get;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
-use tower::ServiceExt;
 
 /// Connections served at once, and per client network (an IPv4 /24, an IPv6 /64): probes and
 /// scrapes are few, so that connections opened by anyone who reaches the port cannot take the
-/// process's files.
+/// process's files, nor keep another network's probe out.
 const MAX_CONNECTIONS: usize = 256;
 const MAX_PER_NETWORK: usize = 8;
 /// How long a connection has to send a request's headers, and how long it may live at all: a
@@ -30,10 +29,9 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 const LIFETIME: Duration = Duration::from_secs(10);
 
 /// Serves `/metrics`, `/healthz` (the process answers) and `/readyz` (its Docker engine
-/// answers, so it claims jobs) on `listener` until the task is aborted. When the port is full,
-/// or a network holds its share, a new connection takes the place of the oldest one that has
-/// sent no request, of its network first, as a probe sends its request at once and a
-/// connection held silent does not; with no such place it is closed at once.
+/// answers, so it claims jobs) on `listener` until the task is aborted: one request per
+/// connection, so that a connection is held only while a request arrives or its answer is
+/// read, and a new connection always gets a place ([`Held::take`]).
 pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
     let router = Router::new()
         .route(
@@ -70,19 +68,13 @@ pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
                 continue;
             }
         };
-        let Some(held) = Held::take(&open, network_of(peer.ip())) else {
-            continue;
-        };
-        let requested = held.requested.clone();
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request| {
-            requested.store(true, Ordering::Relaxed);
-            router.clone().oneshot(request)
-        });
+        let held = Held::take(&open, network_of(peer.ip()));
+        let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 _ = tokio::time::timeout(LIFETIME, connection) => {}
@@ -103,7 +95,6 @@ struct Open {
 struct Connection {
     network: IpAddr,
     accepted: Instant,
-    requested: Arc<AtomicBool>,
     closing: Arc<Notify>,
 }
 
@@ -111,60 +102,73 @@ struct Connection {
 struct Held {
     open: Arc<Mutex<Open>>,
     id: u64,
-    requested: Arc<AtomicBool>,
     closing: Arc<Notify>,
 }
 
 impl Held {
-    fn take(open: &Arc<Mutex<Open>>, network: IpAddr) -> Option<Held> {
+    /// A place for a connection of `network`: when its network holds its share, that
+    /// network's oldest connection gives way; when the port is full, the oldest of the network
+    /// holding the most does, so that many networks holding the port cannot keep out a probe
+    /// of another.
+    fn take(open: &Arc<Mutex<Open>>, network: IpAddr) -> Held {
         let mut state = open.lock().expect("never poisoned");
-        let of_network = state
-            .connections
-            .values()
-            .filter(|connection| connection.network == network)
-            .count();
-        if of_network >= MAX_PER_NETWORK {
-            state.close_oldest_silent(Some(network))?;
-        } else if state.connections.len() >= MAX_CONNECTIONS {
-            state
-                .close_oldest_silent(Some(network))
-                .or_else(|| state.close_oldest_silent(None))?;
+        if state.held_by(network) >= MAX_PER_NETWORK {
+            state.close_oldest(network);
+        } else if let Some(heaviest) = state
+            .heaviest()
+            .filter(|_| state.connections.len() >= MAX_CONNECTIONS)
+        {
+            state.close_oldest(heaviest);
         }
         let id = state.next_id;
         state.next_id += 1;
-        let requested = Arc::new(AtomicBool::new(false));
         let closing = Arc::new(Notify::new());
         state.connections.insert(
             id,
             Connection {
                 network,
                 accepted: Instant::now(),
-                requested: requested.clone(),
                 closing: closing.clone(),
             },
         );
-        Some(Held {
+        Held {
             open: open.clone(),
             id,
-            requested,
             closing,
-        })
+        }
     }
 }
 
 impl Open {
-    /// Closes the oldest connection (of `network`, when given) that has sent no request, and
-    /// forgets it at once so that its place is free.
-    fn close_oldest_silent(&mut self, network: Option<IpAddr>) -> Option<()> {
-        let (&id, _) = self
+    fn held_by(&self, network: IpAddr) -> usize {
+        self.connections
+            .values()
+            .filter(|connection| connection.network == network)
+            .count()
+    }
+
+    /// The network holding the most connections.
+    fn heaviest(&self) -> Option<IpAddr> {
+        let mut held = HashMap::<IpAddr, usize>::new();
+        for connection in self.connections.values() {
+            *held.entry(connection.network).or_default() += 1;
+        }
+        held.into_iter()
+            .max_by_key(|&(_, count)| count)
+            .map(|(network, _)| network)
+    }
+
+    /// Closes `network`'s oldest connection, and forgets it at once so that its place is free.
+    fn close_oldest(&mut self, network: IpAddr) {
+        let oldest = self
             .connections
             .iter()
-            .filter(|(_, connection)| network.is_none_or(|network| connection.network == network))
-            .filter(|(_, connection)| !connection.requested.load(Ordering::Relaxed))
-            .min_by_key(|(_, connection)| connection.accepted)?;
-        let connection = self.connections.remove(&id)?;
-        connection.closing.notify_one();
-        Some(())
+            .filter(|(_, connection)| connection.network == network)
+            .min_by_key(|(_, connection)| connection.accepted)
+            .map(|(&id, _)| id);
+        if let Some(connection) = oldest.and_then(|id| self.connections.remove(&id)) {
+            connection.closing.notify_one();
+        }
     }
 }
 
