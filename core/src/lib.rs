@@ -8,6 +8,7 @@
 pub mod cache_key;
 pub mod config;
 pub mod db;
+pub mod digest;
 pub mod metrics;
 pub mod model;
 pub mod network;

@@ -8,7 +8,7 @@
 //! skips the preamble up to the first `\begin{document}` it sees, which need not be the key's).
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use texfleet_core::digest::sha256_hex;
 use texfleet_core::model::ClaimedJob;
 use texfleet_sandbox::{comment_start, preamble_end, BEGIN_DOCUMENT};
 
@@ -71,11 +71,6 @@ impl FormatKey {
             reads,
         })
     }
-}
-
-/// Lowercase hex of the SHA-256 of `bytes`: the key's parts, and the outputs' strong `ETag`s.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// Why a format of this main file's preamble could be stale, or None when it cannot: its

@@ -3,7 +3,6 @@
 //! compile; each PUT is fenced by the lease and retried with back-off while the job is still
 //! ours, and every retry is counted.
 
-use crate::format_key::sha256_hex;
 use crate::metrics;
 use crate::outcome::Interrupted;
 use crate::stop::{JobStop, StopReason};
@@ -12,6 +11,7 @@ use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
+use texfleet_core::digest::sha256_hex;
 use texfleet_core::model::{
     log_storage_key, pdf_storage_key, synctex_storage_key, ClaimedJob, JobStatus,
 };
