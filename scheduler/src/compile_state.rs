@@ -40,7 +40,8 @@ struct StoredFormat {
 }
 
 /// The preamble format cache's answer for a job, shown on the job and counted in metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum PreambleCache {
     /// Compiled with the project's format of this preamble.
     Hit,
@@ -52,11 +53,7 @@ pub enum PreambleCache {
 
 impl PreambleCache {
     pub fn as_str(self) -> &'static str {
-        match self {
-            PreambleCache::Hit => "hit",
-            PreambleCache::Miss => "miss",
-            PreambleCache::Unavailable => "unavailable",
-        }
+        self.into()
     }
 }
 
