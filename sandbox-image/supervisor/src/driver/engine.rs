@@ -19,7 +19,9 @@ use texfleet_sandbox::{shell_escape, JOB_NAME};
 const LUA_SANDBOX: &str = "/usr/share/texfleet/luatex-sandbox.lua";
 const XDVIPDFMX: &str = "/usr/bin/xdvipdfmx";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The engines by the names the job spec gives them (`pdflatex`, `xelatex`, `lualatex`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Engine {
     Pdflatex,
     Xelatex,
@@ -27,18 +29,8 @@ pub enum Engine {
 }
 
 impl Engine {
-    pub fn parse(name: &str) -> Option<Engine> {
-        [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex]
-            .into_iter()
-            .find(|engine| engine.name() == name)
-    }
-
     pub fn name(self) -> &'static str {
-        match self {
-            Engine::Pdflatex => "pdflatex",
-            Engine::Xelatex => "xelatex",
-            Engine::Lualatex => "lualatex",
-        }
+        self.into()
     }
 
     /// One pass over `main` (a checked file name in the current folder), with the preamble
@@ -146,6 +138,20 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engines_are_named_as_the_job_spec_names_them() {
+        for (name, engine) in [
+            ("pdflatex", Engine::Pdflatex),
+            ("xelatex", Engine::Xelatex),
+            ("lualatex", Engine::Lualatex),
+        ] {
+            assert_eq!(name.parse::<Engine>().unwrap(), engine);
+            assert_eq!(engine.name(), name);
+        }
+        assert!("PdfLaTeX".parse::<Engine>().is_err());
+        assert!("tex".parse::<Engine>().is_err());
+    }
 
     #[test]
     fn every_engine_runs_with_restricted_shell_escape_under_its_fixed_job_name() {

@@ -81,8 +81,10 @@ pub fn run() -> io::Result<()> {
         .file_name()
         .and_then(|name| name.to_str())
         .ok_or_else(|| io::Error::other(format!("unsafe main document {:?}", spec.main)))?;
-    let engine = Engine::parse(&spec.engine)
-        .ok_or_else(|| io::Error::other(format!("unknown engine {:?}", spec.engine)))?;
+    let engine: Engine = spec
+        .engine
+        .parse()
+        .map_err(|_| io::Error::other(format!("unknown engine {:?}", spec.engine)))?;
     // The supervisor gave this process exactly the compile's environment.
     let environment = process::inherited_environment();
     let mut tools = Tools::new(environment.clone());
