@@ -131,18 +131,10 @@ impl AddressLimiter {
         });
         let limiter = Arc::new(AddressLimiter { limiter, proxies });
         if limiter.limiter.is_some() {
-            let weak = Arc::downgrade(&limiter);
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(FORGET_EVERY);
-                loop {
-                    every.tick().await;
-                    let Some(limiter) = weak.upgrade() else {
-                        return;
-                    };
-                    if let Some(buckets) = &limiter.limiter {
-                        buckets.retain_recent();
-                        buckets.shrink_to_fit();
-                    }
+            crate::tidy_while_held(&limiter, FORGET_EVERY, |limiter| async move {
+                if let Some(buckets) = &limiter.limiter {
+                    buckets.retain_recent();
+                    buckets.shrink_to_fit();
                 }
             });
         }

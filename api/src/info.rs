@@ -96,7 +96,7 @@ pub async fn info(
 ) -> Result<Json<Info>, Problem> {
     let config = &state.config;
     let client = state.database.client(auth.project_id).await?;
-    let sandbox_image = db::sandbox_image(&***client, config.lease_seconds).await?;
+    let sandbox_image = db::sandbox_image(&client, config.lease_seconds).await?;
     let (language_packs, rest): (Vec<_>, Vec<_>) =
         packages().partition(|name| name.starts_with("texlive-lang-"));
     let (collections, other_packages) = rest
@@ -185,10 +185,10 @@ pub async fn package(
     }
     let not_registered = || Problem::not_ready("no scheduler has registered its sandbox image yet");
     let client = state.database.client(auth.project_id).await?;
-    let image = db::sandbox_image(&***client, state.config.lease_seconds)
+    let image = db::sandbox_image(&client, state.config.lease_seconds)
         .await?
         .ok_or_else(not_registered)?;
-    let (texlive, files) = db::image_files(&***client, &image, &name)
+    let (texlive, files) = db::image_files(&client, &image, &name)
         .await?
         .ok_or_else(not_registered)?;
     Ok(Json(PackageInfo {

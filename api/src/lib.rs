@@ -75,6 +75,27 @@ struct AppState {
     webhooks: Option<webhooks::WebhookSettings>,
 }
 
+/// Runs `tidy` on `owner` every `period` for as long as anything else holds it: the limiters'
+/// and lookups' forgetting of clients gone quiet.
+fn tidy_while_held<T, F, Fut>(owner: &Arc<T>, period: std::time::Duration, tidy: F)
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let weak = Arc::downgrade(owner);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(period);
+        loop {
+            every.tick().await;
+            let Some(owner) = weak.upgrade() else {
+                return;
+            };
+            tidy(owner).await;
+        }
+    });
+}
+
 /// The OpenAPI document's frame; the paths and schemas come from the handlers' annotations.
 #[derive(OpenApi)]
 #[openapi(

@@ -55,16 +55,8 @@ impl TokenLookups {
     /// Lookups whose each lane holds at most `connections` of the pool at once.
     pub fn new(connections: usize) -> Arc<TokenLookups> {
         let lookups = Arc::new(TokenLookups::with_lanes(connections));
-        let weak = Arc::downgrade(&lookups);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(FORGET_EVERY);
-            loop {
-                every.tick().await;
-                let Some(lookups) = weak.upgrade() else {
-                    return;
-                };
-                lookups.in_flight.purge_stale().await;
-            }
+        crate::tidy_while_held(&lookups, FORGET_EVERY, |lookups| async move {
+            lookups.in_flight.purge_stale().await
         });
         lookups
     }

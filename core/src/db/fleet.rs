@@ -2,9 +2,8 @@
 //! while it runs and deletes it when it stops, so that any scheduler can tell a dead one's
 //! leftovers (migration V5).
 
-use super::{DbResult, Pool};
+use super::{DbResult, Pool, PooledClient};
 use std::collections::HashSet;
-use tokio_postgres::GenericClient;
 
 /// Records that scheduler `id` is alive now, running the sandbox image `image_id` (which
 /// the result cache matches against, migration V6).
@@ -22,10 +21,7 @@ pub async fn heartbeat(pool: &Pool, id: &str, image_id: &str) -> DbResult<()> {
 
 /// The sandbox image every scheduler with a heartbeat at most `live_seconds` old runs, or None
 /// when none runs or they disagree (migration V6's `fleet_sandbox_image`).
-pub async fn sandbox_image(
-    client: &impl GenericClient,
-    live_seconds: u64,
-) -> DbResult<Option<String>> {
+pub async fn sandbox_image(client: &PooledClient, live_seconds: u64) -> DbResult<Option<String>> {
     let row = client
         .query_one("SELECT fleet_sandbox_image($1)", &[&(live_seconds as f64)])
         .await?;

@@ -1,9 +1,8 @@
 //! The sandbox images the fleet runs (migration V15): what each holds, registered by the
 //! schedulers that run it, read by the API's `GET /info/packages/{name}`.
 
-use super::{DbResult, Pool};
+use super::{DbResult, Pool, PooledClient};
 use std::collections::BTreeMap;
-use tokio_postgres::GenericClient;
 
 /// Registers the image `image_id` of TeX Live `texlive` with its LaTeX packages and classes
 /// (`<name>.sty` / `<name>.cls` and the version each file states), unless it is registered
@@ -47,7 +46,7 @@ pub struct ImageFile {
 /// The TeX Live year of `image_id` and its files `<name>.sty` and `<name>.cls`; None when the
 /// image is not registered.
 pub async fn image_files(
-    client: &impl GenericClient,
+    client: &PooledClient,
     image_id: &str,
     name: &str,
 ) -> DbResult<Option<(String, Vec<ImageFile>)>> {
