@@ -30,7 +30,11 @@ impl FromRequestParts<AppState> for Authenticated {
         let token = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
+            // The scheme is case-insensitive (RFC 9110, section 11.1).
+            .and_then(|value| {
+                let (scheme, token) = value.split_at_checked(7)?;
+                scheme.eq_ignore_ascii_case("bearer ").then_some(token)
+            })
             .map(str::trim)
             .filter(|token| !token.is_empty())
             .ok_or_else(|| {

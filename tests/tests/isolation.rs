@@ -205,6 +205,29 @@ async fn no_route_reaches_another_projects_jobs() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_bearer_scheme_is_read_whatever_its_case() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let answer = app
+            .http
+            .get(format!("{}/info", app.url))
+            .header("authorization", format!("{scheme} {}", app.token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{scheme}");
+    }
+    let basic = app
+        .http
+        .get(format!("{}/info", app.url))
+        .header("authorization", format!("Basic {}", app.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn expired_and_revoked_tokens_are_401_and_use_is_recorded() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let client = app.pool.get().await.unwrap();
