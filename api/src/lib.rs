@@ -17,6 +17,7 @@ mod connections;
 mod downloads;
 mod events;
 mod info;
+mod live_tokens;
 mod memory;
 mod metrics;
 mod problem;
@@ -184,7 +185,7 @@ pub async fn serve(
     )?;
     let address_limiter = client_address::AddressLimiter::new(&config, proxies.clone());
     let pool = db::api_pool(&config)?;
-    let token_lookups = token_lookups::TokenLookups::new(pool.status().max_size);
+    let token_lookups = token_lookups::TokenLookups::new(&pool, pool.status().max_size);
     let state = AppState {
         webhooks: sealer.map(|sealer| webhooks::WebhookSettings { sealer, allowed }),
         pool: pool.clone(),

@@ -113,7 +113,17 @@ pub static CONNECTIONS_REFUSED: LazyLock<IntCounter> = LazyLock::new(|| {
 pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec_with_registry!(
         "texfleet_http_rate_limited_total",
-        "Requests answered 429 rate_limited: by client address (before any token is looked up), by client network (token lookups in flight) or by token.",
+        "Requests answered 429 rate_limited: by client address (before any token is looked up), by client network (tokens waiting for the set of live tokens) or by token.",
+        &["by"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static TOKENS_REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_http_tokens_refused_total",
+        "Requests answered 401 for their token: missing from the API's set of live tokens after its refresh (no lookup of their own), or looked up and found revoked or expired.",
         &["by"],
         REGISTRY
     )
@@ -132,6 +142,9 @@ pub fn init() {
     }
     for by in ["address", "network", "token"] {
         RATE_LIMITED.with_label_values(&[by]);
+    }
+    for by in ["set", "lookup"] {
+        TOKENS_REFUSED.with_label_values(&[by]);
     }
     for result in ["hit", "miss"] {
         RESULT_CACHE.with_label_values(&[result]);

@@ -55,6 +55,18 @@ pub async fn authenticate(
     Ok(row.get(0))
 }
 
+/// The hashes of the live tokens created since `since`, each with its creation time (migration
+/// V19): the API keeps them to refuse made-up tokens without a lookup.
+pub async fn live_token_hashes(
+    client: &deadpool_postgres::Client,
+    since: OffsetDateTime,
+) -> DbResult<Vec<(Vec<u8>, OffsetDateTime)>> {
+    let rows = client
+        .query("SELECT * FROM live_token_hashes($1)", &[&since])
+        .await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
 pub struct TokenInfo {
     pub id: Uuid,
     pub name: String,
