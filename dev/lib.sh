@@ -13,6 +13,10 @@ garage_admin_port=39003
 api_port=18080
 scheduler_metrics_port=19464
 
+# The TeX Live years of the sandbox images (sandbox-image/base/texlive-YEAR.txt) and the one a
+# job gets when it names none.
+texlive_years=(2022 2024 2026)
+default_texlive=2024
 garage_version=2.5.0
 schemathesis_version=4.32.5
 machete_version=0.9.2

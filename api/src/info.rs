@@ -1,35 +1,39 @@
 //! `GET /info`: what a client may send and what the sandbox can compile, so that a client learns
-//! the limits before it meets them. The TeX installation is described by the very list the
-//! sandbox image is built from (`sandbox-image/base/texlive-2024.txt`, compiled in), and the
-//! image the schedulers run now is named by the id they report in their heartbeats.
-//! `GET /info/packages/{name}`: whether that image has a LaTeX package or class, from the
+//! the limits before it meets them. Each TeX Live year is described by the very list its
+//! sandbox image is built from ([`crate::texlive_years`]), and the image the schedulers run
+//! for it now is named by the ids they report in their heartbeats.
+//! `GET /info/packages/{name}`: whether a year's image has a LaTeX package or class, from the
 //! index its build wrote (registered by the schedulers), never by running TeX.
 
 use crate::auth::Authenticated;
-use crate::problem::{AuthenticatedProblems, Problem};
+use crate::problem::{AuthenticatedProblems, FieldError, Problem};
+use crate::texlive_years::Year;
 use crate::AppState;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::Json;
-use serde::Serialize;
-use strum::VariantArray as _;
+use serde::{Deserialize, Serialize};
 use texfleet_core::db;
-use texfleet_core::model::Engine;
 use texfleet_core::validate::{MAX_DEPTH, MAX_FILES, MAX_PATH_BYTES};
-use utoipa::ToSchema;
-
-/// The Debian packages of the sandbox image, one per line, with comments saying why.
-const PACKAGES: &str = include_str!("../../sandbox-image/base/texlive-2024.txt");
-/// The distribution `sandbox-image/base/build.sh` builds the image from.
-const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
+use utoipa::{IntoParams, ToSchema};
 
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({
+    "year": "2024",
     "texlive": "TeX Live 2024, as packaged by Debian 13 (trixie)",
+    "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
     "engines": ["pdflatex", "xelatex", "lualatex"],
     "collections": ["texlive-latex-recommended", "texlive-pictures"],
     "language_packs": ["texlive-lang-german", "texlive-lang-french"],
     "other_packages": ["ghostscript", "fonts-font-awesome"],
-    "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
+    "texlive_years": [{
+        "year": "2022",
+        "texlive": "TeX Live 2022, as packaged by Debian 12 (bookworm)",
+        "sandbox_image": "sha256:9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b",
+        "engines": ["pdflatex", "xelatex", "lualatex"],
+        "collections": ["texlive-latex-recommended", "texlive-publishers"],
+        "language_packs": ["texlive-lang-german"],
+        "other_packages": ["ghostscript"]
+    }, { "year": "2024", "texlive": "TeX Live 2024, as packaged by Debian 13 (trixie)" }],
     "limits": { "max_body_bytes": 52428800, "max_files": 500, "max_path_bytes": 255,
                 "max_path_depth": 8, "default_timeout_seconds": 60, "max_timeout_seconds": 300,
                 "max_queued_per_project": 1000, "max_queued_bytes_per_project": 1073741824,
@@ -37,17 +41,11 @@ const TEXLIVE: &str = "TeX Live 2024, as packaged by Debian 13 (trixie)";
                 "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 }
 }))]
 pub struct Info {
-    /// The TeX Live release of the sandbox image.
-    texlive: &'static str,
-    engines: Vec<Engine>,
-    /// The TeX Live collections installed (Debian's `texlive-*` packages).
-    collections: Vec<&'static str>,
-    /// The TeX Live language packs installed (Debian's `texlive-lang-*` packages).
-    language_packs: Vec<&'static str>,
-    /// Fonts and tools installed beside TeX Live (Debian package names).
-    other_packages: Vec<&'static str>,
-    /// The id of the sandbox image the live schedulers run; null when none is running.
-    sandbox_image: Option<String>,
+    /// The default year: what a request that names no `texlive` compiles with.
+    #[serde(flatten)]
+    default: Year,
+    /// Every TeX Live year a request may name (`texlive`), oldest first, the default among them.
+    texlive_years: Vec<Year>,
     limits: Limits,
 }
 
@@ -76,14 +74,6 @@ pub struct Limits {
     work_directory_mb: i64,
 }
 
-/// The package names of the image's list: its lines that are neither blank nor comments.
-fn packages() -> impl Iterator<Item = &'static str> {
-    PACKAGES
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-}
-
 /// What the service compiles with and the limits of a request and a compile.
 #[utoipa::path(get, path = "/info", tag = "info", security(("bearer" = [])),
     responses(
@@ -96,19 +86,16 @@ pub async fn info(
 ) -> Result<Json<Info>, Problem> {
     let config = &state.config;
     let client = state.database.client(auth.project_id).await?;
-    let sandbox_image = db::sandbox_image(&client, config.lease_seconds).await?;
-    let (language_packs, rest): (Vec<_>, Vec<_>) =
-        packages().partition(|name| name.starts_with("texlive-lang-"));
-    let (collections, other_packages) = rest
-        .into_iter()
-        .partition(|name| name.starts_with("texlive-"));
+    let mut texlive_years = Vec::new();
+    for year in config.texlive_years() {
+        let image = db::sandbox_image(&client, config.lease_seconds, &year).await?;
+        texlive_years.push(Year::describe(&year, image));
+    }
+    let default = &config.default_texlive;
+    let image = db::sandbox_image(&client, config.lease_seconds, default).await?;
     Ok(Json(Info {
-        texlive: TEXLIVE,
-        engines: Engine::VARIANTS.to_vec(),
-        collections,
-        language_packs,
-        other_packages,
-        sandbox_image,
+        default: Year::describe(default, image),
+        texlive_years,
         limits: Limits {
             max_body_bytes: config.max_body_bytes,
             max_files: MAX_FILES,
@@ -157,35 +144,64 @@ pub struct PackageFile {
 /// The most bytes of a package name.
 const MAX_NAME_BYTES: usize = 100;
 
+/// Which year's image a package is looked up in.
+#[derive(Deserialize, IntoParams)]
+pub struct PackageQuery {
+    /// A TeX Live year of `GET /info`; default: the default year.
+    texlive: Option<String>,
+}
+
 /// Whether the sandbox image has a LaTeX package (`<name>.sty`) or class (`<name>.cls`), and
 /// which version.
 #[utoipa::path(get, path = "/info/packages/{name}", tag = "info", security(("bearer" = [])),
-    params(("name" = String, Path, description = "A package or class name, as in `\\usepackage{siunitx}`")),
+    params(("name" = String, Path, description = "A package or class name, as in `\\usepackage{siunitx}`"), PackageQuery),
     responses(
         (status = 200, description = "Whether it is installed, and its version", body = PackageInfo),
-        (status = 422, description = "Not a package name", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
-        (status = 409, description = "No scheduler has registered its sandbox image yet", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
+        (status = 422, description = "Not a package name, or not a year of this server", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
+        (status = 409, description = "No scheduler has registered that year's sandbox image yet", body = crate::problem::ProblemBody, content_type = "application/problem+json"),
         AuthenticatedProblems,
     ))]
 pub async fn package(
     State(state): State<AppState>,
     auth: Authenticated,
     Path(name): Path<String>,
+    Query(query): Query<PackageQuery>,
 ) -> Result<Json<PackageInfo>, Problem> {
     let plain = !name.is_empty()
         && name.len() <= MAX_NAME_BYTES
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'+' | b'@'));
+    let mut errors = Vec::new();
     if !plain {
-        return Err(Problem::validation(vec![crate::problem::FieldError::new(
+        errors.push(FieldError::new(
             "name",
             format!("must be 1 to {MAX_NAME_BYTES} letters, digits, '-', '_', '.', '+' or '@'"),
-        )]));
+        ));
     }
-    let not_registered = || Problem::not_ready("no scheduler has registered its sandbox image yet");
+    let years = state.config.texlive_years();
+    let year = query
+        .texlive
+        .unwrap_or_else(|| state.config.default_texlive.clone());
+    if !years.contains(&year) {
+        errors.push(FieldError::new(
+            "texlive",
+            format!(
+                "must be one of this server's TeX Live years: {}",
+                years.join(", ")
+            ),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(Problem::validation(errors));
+    }
+    let not_registered = || {
+        Problem::not_ready(format!(
+            "no scheduler has registered its sandbox image of TeX Live {year} yet"
+        ))
+    };
     let client = state.database.client(auth.project_id).await?;
-    let image = db::sandbox_image(&client, state.config.lease_seconds)
+    let image = db::sandbox_image(&client, state.config.lease_seconds, &year)
         .await?
         .ok_or_else(not_registered)?;
     let (texlive, files) = db::image_files(&client, &image, &name)
@@ -208,18 +224,4 @@ pub async fn package(
         texlive,
         sandbox_image: image,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_image_list_names_packages_only() {
-        let names: Vec<_> = packages().collect();
-        assert!(names.contains(&"texlive-lang-german") && names.contains(&"ghostscript"));
-        assert!(names
-            .iter()
-            .all(|name| !name.contains(' ') && !name.is_empty()));
-    }
 }

@@ -29,6 +29,7 @@ mod routes;
 mod sending;
 mod serve;
 mod submit;
+mod texlive_years;
 mod token_lookups;
 mod webhooks;
 
@@ -177,6 +178,9 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if let Some(problem) = config.texlive_years_problem() {
+        anyhow::bail!("{problem}");
+    }
     let sealer = SecretBox::from_setting(&config.webhook_secret_key)?;
     let allowed = target::allowed_ranges(&config.webhook_allowed_cidrs)?;
     let proxies = client_address::TrustedProxies::parse(

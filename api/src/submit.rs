@@ -73,6 +73,8 @@ pub async fn submit(
         let limits = Limits {
             default_timeout_seconds: config.default_timeout_seconds,
             max_timeout_seconds: config.max_timeout_seconds,
+            texlive_years: config.texlive_years(),
+            default_texlive: config.default_texlive.clone(),
         };
         // Each step consumes what the one before made, so that a body is in memory at most
         // `COPIES` times at once; parsing and hashing megabytes runs off the async workers,

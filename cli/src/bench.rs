@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::JobStatus;
 use texfleet_core::{token, Config};
-use texfleet_scheduler::Sandbox;
+use texfleet_scheduler::{Sandbox, Sandboxes};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -116,9 +116,12 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     if args.ingest_only {
         return ingest::ingest_and_queue(&config, &args, &mut figures).await;
     }
-    let sandbox = Sandbox::connect(&config, "bench", "bench").await?;
-    let result = measure(&config, &args, &sandbox, slots, &mut figures).await;
-    sandbox.settle().await;
+    let sandboxes = Sandboxes::connect(&config, "bench", "bench").await?;
+    let sandbox = sandboxes.of(&config.default_texlive).ok_or_else(|| {
+        anyhow::anyhow!("sandbox_images has no image of the default year {}", config.default_texlive)
+    })?;
+    let result = measure(&config, &args, sandbox, slots, &mut figures).await;
+    sandboxes.settle().await;
     result?;
     figures.write(&args.out)
 }

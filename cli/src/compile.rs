@@ -34,6 +34,10 @@ pub struct CompileArgs {
     #[arg(long, default_value = "pdflatex",
           value_parser = PossibleValuesParser::new(Engine::VARIANTS.iter().map(|e| e.as_str())))]
     engine: String,
+    /// The TeX Live year to compile with (`texfleet info` lists the server's); default: the
+    /// server's default year.
+    #[arg(long, value_name = "YEAR", value_parser = year)]
+    texlive: Option<String>,
     /// Where to write the PDF; default: the main document's name with .pdf. The log goes
     /// beside it (.log) when the compile failed or had errors.
     #[arg(short, long, value_name = "PDF")]
@@ -59,6 +63,14 @@ pub struct CompileArgs {
     server: ServerArgs,
 }
 
+/// A TeX Live year as the server names them: four digits.
+fn year(value: &str) -> Result<String, String> {
+    match value.len() == 4 && value.bytes().all(|b| b.is_ascii_digit()) {
+        true => Ok(value.to_string()),
+        false => Err("a TeX Live year is four digits, such as 2024".into()),
+    }
+}
+
 /// Compiles and says how the command ends.
 pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let format = args.output_format.format();
@@ -75,6 +87,9 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);
     }
+    if let Some(year) = &args.texlive {
+        metadata["texlive"] = json!(year);
+    }
     let contents = files
         .iter()
         .map(|file| {
@@ -83,7 +98,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
             Ok((file.path.clone(), content))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    package_check::warn_about_missing(&client, &contents).await;
+    package_check::warn_about_missing(&client, &contents, args.texlive.as_deref()).await;
 
     let started = Instant::now();
     let progress = |status: &str, id: &str| {

@@ -100,12 +100,14 @@ fn names_on(line: &str) -> Vec<String> {
     names
 }
 
-/// Asks the server about every name `files` load and warns on stderr about those it lacks.
-/// Says nothing when it cannot ask: the compile tells what is wrong anyway.
-pub async fn warn_about_missing(client: &Client, files: &[(String, Vec<u8>)]) {
+/// Asks the server about every name `files` load, in the image of TeX Live `year` (the
+/// server's default when None), and warns on stderr about those it lacks. Says nothing when it
+/// cannot ask: the compile tells what is wrong anyway.
+pub async fn warn_about_missing(client: &Client, files: &[(String, Vec<u8>)], year: Option<&str>) {
     let loaded = loaded(files);
+    let query = year.map_or(String::new(), |year| format!("?texlive={year}"));
     let asked = loaded.iter().take(MAX_ASKED).map(|(name, at)| async move {
-        let path = format!("/info/packages/{name}");
+        let path = format!("/info/packages/{name}{}", query);
         let answer = client.call(reqwest::Method::GET, &path, None).await;
         (name, at, answer)
     });

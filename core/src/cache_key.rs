@@ -1,7 +1,7 @@
 //! The key of the result cache, and the identity of a request for `Idempotency-Key`.
 //!
 //! The result cache's key is a hash of everything a job's output depends on that the
-//! request or the operator's limits decide (engine, options, the main document's path, every
+//! request or the operator's limits decide (engine, TeX Live year, options, the main document's path, every
 //! file's path and bytes; the sandbox's runtime and limits, which can fail a compile that
 //! passed before). The rest of
 //! what decides it is matched beside the key in [`crate::db`]: the project, the sandbox image
@@ -55,6 +55,7 @@ impl Fields {
     /// The job's options and its files in path order.
     fn add_job(&mut self, job: &NewJob) {
         self.add(job.engine.as_str().as_bytes());
+        self.add(job.texlive.as_bytes());
         self.add(&[u8::from(job.halt_on_error)]);
         self.add(&job.timeout_seconds.to_be_bytes());
         self.add(job.main.as_bytes());
@@ -80,6 +81,7 @@ mod tests {
         NewJob {
             project_id: uuid::Uuid::nil(),
             engine: Engine::Pdflatex,
+            texlive: "2024".into(),
             halt_on_error: false,
             timeout_seconds: 30,
             main: "main.tex".into(),
@@ -117,7 +119,9 @@ mod tests {
         longer.timeout_seconds = 31;
         let mut other_main = job(&[("main.tex", "x"), ("a.tex", "y")]);
         other_main.main = "a.tex".into();
-        changed.extend([engine, halting, longer, other_main]);
+        let mut other_year = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        other_year.texlive = "2022".into();
+        changed.extend([engine, halting, longer, other_main, other_year]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

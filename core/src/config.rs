@@ -7,6 +7,7 @@
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// `TEXFLEET_*` variables that are not settings: the config file's path, the log format and the client CLI's
@@ -87,8 +88,13 @@ pub struct Config {
     pub docker_tls_cert: String,
     pub docker_tls_key: String,
 
-    /// Image the sandbox containers run (printed by `sandbox-image/build.sh`).
-    pub sandbox_image: String,
+    /// The sandbox image of each TeX Live year (each printed by `sandbox-image/build.sh`), as
+    /// TOML `sandbox_images = { 2024 = "texfleet-sandbox:2024-…", 2026 = "…" }` or
+    /// `TEXFLEET_SANDBOX_IMAGES='{2024="…",2026="…"}'`. The API accepts jobs of its years; a
+    /// scheduler runs every image of its own map and claims only jobs of those years.
+    pub sandbox_images: BTreeMap<String, String>,
+    /// The TeX Live year of a job whose request names none; one of `sandbox_images`' years.
+    pub default_texlive: String,
     /// Optional OCI runtime for sandbox containers, for example `runsc`; empty means Docker's default.
     pub sandbox_runtime: String,
     /// Memory of one compile, its tmpfs folders included. LuaLaTeX holds each CJK font it
@@ -204,7 +210,8 @@ impl Default for Config {
             docker_tls_ca: String::new(),
             docker_tls_cert: String::new(),
             docker_tls_key: String::new(),
-            sandbox_image: String::new(),
+            sandbox_images: BTreeMap::new(),
+            default_texlive: "2024".into(),
             sandbox_runtime: String::new(),
             sandbox_memory_mb: 2048,
             sandbox_pids_limit: 128,
@@ -273,6 +280,25 @@ impl Config {
             ))));
         }
         Ok(config)
+    }
+
+    /// Why the API cannot offer its years: a default that is not one of them.
+    pub fn texlive_years_problem(&self) -> Option<String> {
+        (!self.texlive_years().contains(&self.default_texlive)).then(|| {
+            format!(
+                "default_texlive ({}) is not one of sandbox_images' years ({})",
+                self.default_texlive,
+                self.texlive_years().join(", ")
+            )
+        })
+    }
+
+    /// The TeX Live years jobs may ask for: those of `sandbox_images`, or the default alone.
+    pub fn texlive_years(&self) -> Vec<String> {
+        match self.sandbox_images.is_empty() {
+            true => vec![self.default_texlive.clone()],
+            false => self.sandbox_images.keys().cloned().collect(),
+        }
     }
 
     pub fn api_database_url(&self) -> &str {

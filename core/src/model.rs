@@ -110,6 +110,8 @@ pub struct Diagnostic {
     "project_id": "6f1c2a4e-0000-4000-8000-000000000001",
     "status": "Succeeded",
     "engine": "pdflatex",
+    "texlive": "2024",
+    "sandbox_image": "sha256:4f0c9d2e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d",
     "created_at": "2026-11-23T17:41:33Z",
     "started_at": "2026-11-23T17:41:33.120Z",
     "finished_at": "2026-11-23T17:41:33.480Z",
@@ -134,6 +136,13 @@ pub struct Job {
     pub project_id: Uuid,
     pub status: JobStatus,
     pub engine: Engine,
+    /// The TeX Live year the job compiles with.
+    #[serde(default)]
+    pub texlive: String,
+    /// The id of the sandbox image that compiled it (`sha256:...`), or compiled the job whose
+    /// result it reused; null until it has run.
+    #[serde(default)]
+    pub sandbox_image: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
@@ -211,6 +220,8 @@ pub struct SourceFile {
 pub struct NewJob {
     pub project_id: Uuid,
     pub engine: Engine,
+    /// The TeX Live year, one of the deployment's.
+    pub texlive: String,
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
     /// The main document's path among `files`.
@@ -236,6 +247,8 @@ pub struct ClaimedJob {
     pub id: Uuid,
     pub project_id: Uuid,
     pub engine: Engine,
+    /// The TeX Live year, whose image compiles it.
+    pub texlive: String,
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
     pub attempt: i32,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the base of a sandbox image, Debian and its TeX Live, offline; prints its tag.
 #
-#   build.sh [YEAR]    the TeX Live of texlive-YEAR.txt (default 2024)
+#   build.sh [YEAR]    the TeX Live of texlive-YEAR.txt (default 2024), with the Debian
+#                      release and biber version that list names
 #
 # mmdebstrap makes a minimal root filesystem from the Debian mirror this machine is configured
 # with (no registry is needed), customize.sh hardens TeX and adds the sandbox user, and
@@ -18,7 +19,11 @@ list="texlive-$year.txt"
 [ -f "$list" ] || { echo "build.sh: no $list: TeX Live $year is not one this image is built for" >&2; exit 1; }
 suite=$(sed -n 's/^# debian: *//p' "$list")
 [ -n "$suite" ] || { echo "build.sh: $list names no Debian release (# debian: ...)" >&2; exit 1; }
-hash=$( { cat "$list"; find . -maxdepth 1 -type f ! -name 'texlive-*.txt' | sort | xargs cat; } |
+# The release's biber, whose reviewed patch customize.sh applies (and fails on another version).
+biber=$(sed -n 's/^# biber: *//p' "$list")
+[ -f "biber-$biber-no-eval.patch" ] || { echo "build.sh: $list names no biber with a reviewed patch (# biber: ...)" >&2; exit 1; }
+hash=$( { cat "$list" "biber-$biber-no-eval.patch"
+  find . -maxdepth 1 -type f ! -name 'texlive-*.txt' ! -name 'biber-*.patch' | sort | xargs cat; } |
   sha256sum | cut -c1-16)
 tag="texfleet-sandbox-base:$year-$hash"
 if docker image inspect "$tag" >/dev/null 2>&1; then
@@ -48,7 +53,7 @@ mmdebstrap --variant=minbase --include="$packages" \
   --dpkgopt='path-exclude=/usr/share/info/*' \
   --essential-hook='mkdir -p "$1/usr/share/man/man1"' \
   --customize-hook="copy-in texmf-hardening.cnf texlive-fonts.conf /tmp" \
-  --customize-hook="$here/customize.sh \"\$1\" $year" \
+  --customize-hook="$here/customize.sh \"\$1\" $biber" \
   "$suite" "$work/rootfs.tar" "$mirror" >&2
 
 docker import \

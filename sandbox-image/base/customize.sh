@@ -2,7 +2,7 @@
 # mmdebstrap customize hook: runs on the host with the new root filesystem as $1.
 set -euo pipefail
 root=$1
-year=$2
+biber_expected=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
 # Our hardening goes first in the first texmf.cnf kpathsea reads, where the first value wins.
@@ -59,24 +59,31 @@ done
 
 # biber passes values of the control file, which the document writes, to Perl's eval (sourcemap
 # replacements through s///ee, sort keys, package names): the patch removes every such eval.
-# Each patch is made against one biber version (biber-<version>-no-eval.patch): a version
-# without its own reviewed patch fails here.
+# Each patch is made against one biber version (biber-<version>-no-eval.patch), which the
+# year's list names: a release whose biber is another version fails here.
 biber_version=$(chroot "$root" dpkg-query -W -f='${Version}' biber | sed 's/-[^-]*$//')
+[ "$biber_version" = "$biber_expected" ] ||
+  { echo "customize.sh: biber is $biber_version, the list names $biber_expected (each version needs its own reviewed patch)" >&2; exit 1; }
 biber_patch="$here/biber-$biber_version-no-eval.patch"
-[ -f "$biber_patch" ] || { echo "customize.sh: no reviewed patch for biber $biber_version" >&2; exit 1; }
 patch -d "$root" -p1 --batch --forward --no-backup-if-mismatch < "$biber_patch" >/dev/null
 for file in usr/share/perl5/Biber.pm usr/share/perl5/Biber/Utils.pm usr/bin/biber; do
   grep -q texfleet "$root/$file" || { echo "customize.sh: $file is not patched" >&2; exit 1; }
 done
-! grep -n 'eegxms\|eval \$a' "$root/usr/share/perl5/Biber/Utils.pm" "$root/usr/share/perl5/Biber.pm" ||
+! grep -n 'eegxms\|eval \$a\|->reval' "$root/usr/share/perl5/Biber/Utils.pm" "$root/usr/share/perl5/Biber.pm" ||
   { echo "customize.sh: biber still evaluates document values" >&2; exit 1; }
 
+# The complete TeX Live (texlive-fonts-extra among its packages) or a part of it.
+complete=false
+chroot "$root" dpkg-query -W -f='${Status}' texlive-fonts-extra 2>/dev/null | grep -q 'install ok installed' && complete=true
+
 # The icon fonts that templates use most, with their maps registered by Debian's triggers.
-for file in fontawesome.sty fontawesome5.sty academicons.sty fontawesome5.map; do
-  chroot "$root" kpsewhich "$file" >/dev/null || { echo "customize.sh: $file is not found" >&2; exit 1; }
-done
-grep -q fa5free "$root$(chroot "$root" kpsewhich -var-value=TEXMFSYSVAR)/fonts/map/pdftex/updmap/pdftex.map" ||
-  { echo "customize.sh: fontawesome5.map is not in pdftex.map" >&2; exit 1; }
+if $complete; then
+  for file in fontawesome.sty fontawesome5.sty academicons.sty fontawesome5.map; do
+    chroot "$root" kpsewhich "$file" >/dev/null || { echo "customize.sh: $file is not found" >&2; exit 1; }
+  done
+  grep -q fa5free "$root$(chroot "$root" kpsewhich -var-value=TEXMFSYSVAR)/fonts/map/pdftex/updmap/pdftex.map" ||
+    { echo "customize.sh: fontawesome5.map is not in pdftex.map" >&2; exit 1; }
+fi
 
 # texfleet's own files: the package index (below) and, added by ../build.sh, LuaTeX's sandbox.
 mkdir -p "$root/usr/share/texfleet"
@@ -101,8 +108,14 @@ grep -q '^cmr10 ' "$common_map" && grep -q '^ec-lmr10 ' "$common_map" && ! grep 
 
 # Java for bib2gls, found through Debian's fixed default-java link. Java reads its security
 # settings from /etc/java-<version>-openjdk, which Landlock lets the compile read
-# (sandbox-image/supervisor/src/confine.rs): a new Java version must be named there.
-[ -d "$root/etc/java-21-openjdk" ] || { echo "customize.sh: Java's settings are not in /etc/java-21-openjdk" >&2; exit 1; }
+# (sandbox-image/supervisor/src/confine.rs names 17, 21 and 25): another version must be named
+# there.
+java=$(basename "$(readlink -f "$root/usr/lib/jvm/default-java")" | sed 's/-amd64$//')
+case "$java" in
+  java-17-openjdk | java-21-openjdk | java-25-openjdk) ;;
+  *) echo "customize.sh: default Java is $java, whose settings the sandbox does not let Java read" >&2; exit 1 ;;
+esac
+[ -d "$root/etc/$java" ] || { echo "customize.sh: Java's settings are not in /etc/$java" >&2; exit 1; }
 for file in usr/lib/jvm/default-java/bin/java usr/lib/jvm/default-java/lib/jspawnhelper \
   usr/share/texlive/texmf-dist/scripts/bib2gls/bib2gls.jar; do
   chroot "$root" test -e "/$file" || { echo "customize.sh: /$file is missing" >&2; exit 1; }
@@ -122,8 +135,11 @@ for fonts in usr/share/fonts usr/local/share/fonts usr/share/texlive/texmf-dist/
   fi
 done
 chroot "$root" fc-cache --system-only --force >/dev/null
-chroot "$root" fc-match -f '%{family}\n' 'Fira Sans' | grep -q '^Fira Sans' ||
-  { echo "customize.sh: fontconfig does not find TeX Live's Fira Sans" >&2; exit 1; }
+# TeX Live's fonts for XeTeX: Fira Sans (texlive-fonts-extra), or TeX Gyre Pagella in a part.
+font=Pagella
+$complete && font='Fira Sans'
+chroot "$root" fc-match -f '%{family}\n' "$font" | grep -q "$font" ||
+  { echo "customize.sh: fontconfig does not find TeX Live's $font" >&2; exit 1; }
 
 # The luaotfload font name database and the caches of the most used fonts, built once here
 # instead of in every lualatex job. Only the text (.lua) caches are kept: the Lua sandbox
@@ -170,7 +186,9 @@ TEX
   done
   echo '\end{document}'
 } > "$root/tmp/fontcache/cjk.tex"
-for document in fonts japanese korean cjk; do
+documents=fonts
+$complete && documents="fonts japanese korean cjk"
+for document in $documents; do
   chroot "$root" env TEXMFVAR=/var/lib/texmf HOME=/tmp/fontcache \
     lualatex -interaction=nonstopmode -output-directory=/tmp/fontcache "/tmp/fontcache/$document.tex" >/dev/null ||
     { grep -A3 '^!' "$root/tmp/fontcache/$document.log" >&2; exit 1; }
@@ -216,9 +234,9 @@ same_in_common_tree() {
   found=$(in_common_tree "$1") && [ "${found#"$common_tree"/}" != "$found" ] &&
     [ "$root$found" -ef "$root/usr/share/texlive/texmf-dist/$2" ]
 }
+stop_or_absent() { ! $complete || [ "$(in_common_tree "$1")" = $common_tree/tex/generic/texfleet-complete-only/"$1" ]; }
 same_in_common_tree article.cls tex/latex/base/article.cls &&
-  same_in_common_tree cmr10.tfm fonts/tfm/public/cm/cmr10.tfm &&
-  [ "$(in_common_tree newtxmath.sty)" = $common_tree/tex/generic/texfleet-complete-only/newtxmath.sty ] &&
+  same_in_common_tree cmr10.tfm fonts/tfm/public/cm/cmr10.tfm && stop_or_absent newtxmath.sty &&
   [ -z "$(in_common_tree fa5brands0.tfm)" ] && [ "$(stat -c %s "$root$common_tree/ls-R")" -lt 2000000 ] ||
   { echo "customize.sh: the common tree is not texmf-dist without texlive-fonts-extra, with a database under 2 MB" >&2; exit 1; }
 

@@ -80,10 +80,15 @@ async fn compile_and_upload(
     let deadline = deadline(config, job);
     let max_stdout = max_stdout(config);
     let started = Instant::now();
-    let warm = context.warm_pool.as_ref().and_then(|pool| pool.take());
+    let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
+        return Err(Interrupted::Unserved);
+    };
+    let warm = context
+        .warm_pool
+        .as_ref()
+        .and_then(|pool| pool.take(&job.texlive));
     let warm_label = warm.as_ref().map(|warm| warm.label.clone());
-    let run = context
-        .sandbox
+    let run = sandbox
         .run(
             job.id,
             job.attempt,
@@ -166,7 +171,7 @@ async fn compile_and_upload(
         error,
         diagnostics,
         Some(duration_ms),
-        context.sandbox.image_id().to_string(),
+        sandbox.image_id().to_string(),
     );
     outcome.preamble_cache =
         compile_state::answer(&prepared, collected.state.as_ref()).map(PreambleCache::as_str);

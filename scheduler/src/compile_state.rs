@@ -88,7 +88,7 @@ pub async fn prepare(context: &Context, job: &ClaimedJob) -> Prepared {
         return Prepared::default();
     }
     let prefix = document_state_prefix(job.project_id, job.engine, &job.main);
-    let image_id = context.sandbox.image_id();
+    let image_id = context.image_id(job);
     let bytes = read_state(context, &prefix).await.unwrap_or_else(|error| {
         tracing::warn!(%error, "could not read the document's compile state");
         None
@@ -194,7 +194,7 @@ async fn preamble_for(
         tracing::info!(why, "preamble not kept as a format");
         return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
     }
-    let image_id = context.sandbox.image_id();
+    let image_id = context.image_id(job);
     let Some(format) = format.filter(|format| {
         FormatKey::of(job, image_id, &format.key.read_paths()).as_ref() == Some(&format.key)
     }) else {
@@ -275,7 +275,7 @@ pub async fn keep(
             return;
         }
     }
-    let image_id = context.sandbox.image_id();
+    let image_id = context.image_id(job);
     let state = state.unwrap_or_default();
     let new_document = prepared.stored.is_none();
     let earlier = prepared.stored.and_then(|stored| stored.format);

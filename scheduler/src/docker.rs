@@ -66,22 +66,21 @@ impl Sandbox {
         self.docker.ping().await.map(drop)
     }
 
-    /// Connects to `DOCKER_HOST` (or the local socket), settling on an API version the engine
-    /// speaks, and checks that the sandbox image is there.
-    pub async fn connect(
+    /// The sandbox of the image `image` (a tag or an id) on the engine `docker`, which must
+    /// have it, labelled as TeX Live `year` by `sandbox-image/build.sh`.
+    pub async fn of_image(
+        docker: bollard::Docker,
         config: &Config,
+        image: &str,
+        year: &str,
         scheduler_id: &str,
         deployment: &str,
     ) -> anyhow::Result<Sandbox> {
-        let docker = crate::engine_connect::connect_engine(config).await?;
-        if config.sandbox_image.is_empty() {
-            anyhow::bail!("sandbox_image is not set (TEXFLEET_SANDBOX_IMAGE)");
-        }
-        let image = docker
-            .inspect_image(&config.sandbox_image)
+        let inspected = docker
+            .inspect_image(image)
             .await
-            .map_err(|e| anyhow::anyhow!("sandbox image {}: {e}", config.sandbox_image))?;
-        let texlive = image
+            .map_err(|e| anyhow::anyhow!("sandbox image {image}: {e}"))?;
+        let texlive = inspected
             .config
             .as_ref()
             .and_then(|config| config.labels.as_ref())
@@ -89,14 +88,17 @@ impl Sandbox {
             .cloned()
             .ok_or_else(|| {
                 anyhow::anyhow!(
-                    "sandbox image {} has no {TEXLIVE_LABEL} label: build it with sandbox-image/build.sh",
-                    config.sandbox_image
+                    "sandbox image {image} has no {TEXLIVE_LABEL} label: build it with sandbox-image/build.sh"
                 )
             })?;
-        let image_id = image
+        anyhow::ensure!(
+            texlive == year,
+            "sandbox image {image} is TeX Live {texlive}, but sandbox_images names it for {year}"
+        );
+        let image_id = inspected
             .id
             .filter(|id| !id.is_empty())
-            .ok_or_else(|| anyhow::anyhow!("sandbox image {} has no id", config.sandbox_image))?;
+            .ok_or_else(|| anyhow::anyhow!("sandbox image {image} has no id"))?;
         Ok(Sandbox {
             docker,
             image_id,

@@ -55,7 +55,7 @@ pub async fn check_after_failure(context: &Context) {
 
 async fn answers(context: &Context) -> bool {
     matches!(
-        tokio::time::timeout(PING_TIMEOUT, context.sandbox.ping()).await,
+        tokio::time::timeout(PING_TIMEOUT, context.sandboxes.engine().ping()).await,
         Ok(Ok(()))
     )
 }
@@ -79,7 +79,7 @@ pub async fn watch(context: Arc<Context>, running: Arc<RunningJobs>) {
             (true, false) => {
                 tracing::warn!("the Docker engine answers again; removing what it left behind");
                 if let Some(pool) = &context.warm_pool {
-                    pool.retire_stale(&context.sandbox).await;
+                    pool.retire_stale(&context.sandboxes).await;
                 }
                 crate::upkeep::sweep_orphans(&context, &running).await;
                 health.down.store(false, Ordering::SeqCst);

@@ -23,8 +23,7 @@ const MAX_NAME_BYTES: usize = 128;
 const MAX_VERSION_CHARS: usize = 200;
 
 /// Registers the image's year and packages, unless the fleet knows the image already.
-pub async fn register(context: &Context) -> anyhow::Result<()> {
-    let sandbox = &context.sandbox;
+pub async fn register(context: &Context, sandbox: &Sandbox) -> anyhow::Result<()> {
     let index = sandbox.read_image_file(INDEX).await?;
     let files = parse_index(&index)?;
     db::register_image(&context.db, sandbox.image_id(), sandbox.texlive(), &files).await?;

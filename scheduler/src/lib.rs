@@ -37,6 +37,7 @@ mod metrics;
 mod outcome;
 mod probes;
 mod record;
+mod sandboxes;
 mod self_check;
 mod stop;
 mod synctex;
@@ -49,6 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use stop::{RunningJobs, StopReason};
 use texfleet_core::db::{self, Notification, Pool};
+use texfleet_core::model::ClaimedJob;
 use texfleet_core::storage::Storage;
 use texfleet_core::Config;
 use tokio::sync::{Notify, Semaphore};
@@ -59,6 +61,7 @@ use warm_pool::WarmPool;
 pub use docker::{oom_event_reported, Sandbox, SandboxRun};
 pub use floor::{handed_on, run_floor, start_floor};
 pub use inventory::count_sandbox_containers;
+pub use sandboxes::Sandboxes;
 pub use self_check::check_sandbox;
 
 /// What every task of a scheduler shares.
@@ -69,11 +72,22 @@ pub struct Context {
     /// Postgres, as the scheduler's role.
     pub db: Pool,
     pub storage: Storage,
-    pub sandbox: docker::Sandbox,
+    /// The image of each TeX Live year this scheduler serves.
+    pub sandboxes: Sandboxes,
     /// Containers started ahead of demand; None when the warm pool is off.
     pub warm_pool: Option<Arc<WarmPool>>,
     /// Whether the Docker engine answers; claims wait while it does not.
     pub engine: Arc<engine_health::EngineHealth>,
+}
+
+impl Context {
+    /// The id of the image that compiles `job`: its year's (claims take only jobs of years
+    /// this scheduler serves).
+    pub fn image_id(&self, job: &ClaimedJob) -> &str {
+        self.sandboxes
+            .of(&job.texlive)
+            .map_or("", |sandbox| sandbox.image_id())
+    }
 }
 
 /// Runs the scheduler until `shutdown` resolves. Then it stops claiming, lets running compiles
@@ -85,16 +99,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     metrics::init();
     let database = db::pool(&config, config.scheduler_database_url())?;
     let deployment = db::deployment_id(&database).await?.to_string();
+    let years: Vec<String> = config.sandbox_images.keys().cloned().collect();
+    // The pool's first share goes to the deployment's default year, or to this scheduler's
+    // oldest when it does not serve the default.
+    let first = match years.contains(&config.default_texlive) {
+        true => config.default_texlive.as_str(),
+        false => years.first().map_or("", String::as_str),
+    };
     let warm_pool = match config.warm_pool_size.unwrap_or(slots) {
         0 => None,
         size => Some(Arc::new(WarmPool::new(
             size,
             Duration::from_secs(config.warm_pool_max_age_seconds),
+            &years,
+            first,
         ))),
     };
     let context = Arc::new(Context {
         warm_pool: warm_pool.clone(),
-        sandbox: docker::Sandbox::connect(&config, &owner, &deployment).await?,
+        sandboxes: Sandboxes::connect(&config, &owner, &deployment).await?,
         db: database,
         storage: Storage::new(&config),
         owner: owner.clone(),
@@ -104,7 +127,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     tracing::info!(
         owner,
         slots,
-        image = config.sandbox_image,
+        images = ?config.sandbox_images,
         "scheduler started"
     );
 
@@ -133,10 +156,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         },
     ));
     // Alive before anything of ours exists, so that no other scheduler's sweep takes it.
-    db::heartbeat(&context.db, &owner, context.sandbox.image_id()).await?;
-    // What the image holds is the API's to tell; a scheduler compiles without it.
-    if let Err(error) = image_catalogue::register(&context).await {
-        tracing::warn!(error = %format!("{error:#}"), "could not register the sandbox image's packages");
+    db::heartbeat(&context.db, &owner, &context.sandboxes.image_ids()).await?;
+    // What the images hold is the API's to tell; a scheduler compiles without it.
+    for sandbox in context.sandboxes.iter() {
+        if let Err(error) = image_catalogue::register(&context, sandbox).await {
+            tracing::warn!(error = %format!("{error:#}"), texlive = sandbox.texlive(), "could not register the sandbox image's packages");
+        }
     }
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let engine = context.engine.clone();
@@ -187,6 +212,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 config.lease_seconds,
                 limit,
                 per_project,
+                &years,
             )
             .await
             {
@@ -231,7 +257,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     if let (Some(keeper), Some(pool)) = (pool_keeper, &warm_pool) {
         stop_pool.cancel();
         let _ = keeper.await;
-        pool.drain(&context.sandbox).await;
+        pool.drain(&context.sandboxes).await;
     }
     let grace = Duration::from_secs(config.shutdown_grace_seconds);
     tracing::info!(
@@ -247,7 +273,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         running.stop_all(StopReason::Shutdown);
         let _all = free_slots.acquire_many(slots as u32).await?;
     }
-    context.sandbox.settle().await;
+    context.sandboxes.settle().await;
     if let Err(error) = db::forget_scheduler(&context.db, &owner).await {
         tracing::warn!(%error, "could not remove this scheduler's heartbeat");
     }

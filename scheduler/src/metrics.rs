@@ -95,6 +95,15 @@ pub static OLDEST_QUEUED: LazyLock<Gauge> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static UNSERVED: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge_with_registry!(
+        "texfleet_queue_unserved_jobs",
+        "Queued jobs of a TeX Live year that no live scheduler serves: they wait until a scheduler with an image of that year starts.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 pub static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     register_int_gauge_vec_with_registry!(
         "texfleet_scheduler_slots",
@@ -237,6 +246,7 @@ pub fn init() {
     LazyLock::force(&QUEUE_WAIT);
     LazyLock::force(&UPLOAD_TIME);
     LazyLock::force(&OLDEST_QUEUED);
+    LazyLock::force(&UNSERVED);
     LazyLock::force(&CONTAINERS);
     LazyLock::force(&DOCKER_ENGINE_UP);
     LazyLock::force(&RESCUES);

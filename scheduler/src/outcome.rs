@@ -23,6 +23,9 @@ pub enum Interrupted {
     Storage(#[from] StorageError),
     #[error("the job was taken from this scheduler")]
     Stopped,
+    /// Claimed, but of a TeX Live year this scheduler has no image of (claims prevent it).
+    #[error("this scheduler has no sandbox image of the job's TeX Live year")]
+    Unserved,
 }
 
 /// Exit status of a container whose init was killed by SIGKILL (128 + 9).

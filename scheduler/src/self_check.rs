@@ -1,9 +1,9 @@
 //! The scheduler refuses to run with an unsafe sandbox. At start it refuses settings that
 //! would switch a limit off, then runs the supervisor's self-check in a container configured
-//! exactly like a job's and exits with the list of missing layers if any is missing. The same
+//! exactly like a job's, in each of its images, and exits with the list of missing layers if any is missing. The same
 //! check serves `texfleet sandbox check`.
 
-use crate::docker::Sandbox;
+use crate::sandboxes::Sandboxes;
 use anyhow::{bail, Context as _};
 use texfleet_core::Config;
 use texfleet_sandbox::{Check, CheckSpec};
@@ -48,10 +48,11 @@ fn refuse_unsafe_settings(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the supervisor's self-check in a sandbox configured like a job's and returns what it
-/// found, property by property, with the engine's own record of the runtime's arguments.
+/// Runs the supervisor's self-check in a sandbox of each image configured like a job's and
+/// returns what it found, property by property (each detail naming its TeX Live year), with
+/// the engine's own record of the runtime's arguments.
 pub async fn check_sandbox(config: &Config) -> anyhow::Result<Vec<Check>> {
-    let sandbox = Sandbox::connect(config, &config.scheduler_id(), "sandbox-check").await?;
+    let sandboxes = Sandboxes::connect(config, &config.scheduler_id(), "sandbox-check").await?;
     let gvisor = config.sandbox_runtime == GVISOR;
     let spec = CheckSpec {
         memory_bytes: config.sandbox_memory_mb * 1024 * 1024,
@@ -60,15 +61,23 @@ pub async fn check_sandbox(config: &Config) -> anyhow::Result<Vec<Check>> {
         work_tmpfs_bytes: config.sandbox_tmpfs_mb * 1024 * 1024,
         gvisor,
     };
-    let run = sandbox.check(&serde_json::to_vec(&spec)?).await?;
-    let mut checks: Vec<Check> = serde_json::from_slice(&run.stdout).map_err(|error| {
-        anyhow::anyhow!(
-            "the sandbox check printed no report ({error}): {}",
-            String::from_utf8_lossy(&run.stderr).escape_debug()
-        )
-    })?;
+    let mut checks = Vec::new();
+    for sandbox in sandboxes.iter() {
+        let run = sandbox.check(&serde_json::to_vec(&spec)?).await?;
+        let found: Vec<Check> = serde_json::from_slice(&run.stdout).map_err(|error| {
+            anyhow::anyhow!(
+                "the sandbox check of TeX Live {} printed no report ({error}): {}",
+                sandbox.texlive(),
+                String::from_utf8_lossy(&run.stderr).escape_debug()
+            )
+        })?;
+        checks.extend(found.into_iter().map(|check| Check {
+            detail: format!("TeX Live {}: {}", sandbox.texlive(), check.detail),
+            ..check
+        }));
+    }
     if gvisor {
-        let arguments = sandbox.runtime_arguments(GVISOR).await?;
+        let arguments = sandboxes.engine().runtime_arguments(GVISOR).await?;
         checks.push(Check {
             name: "gvisor_keeps_seccomp".into(),
             ok: arguments.iter().any(|a| a == "--oci-seccomp"),

@@ -33,7 +33,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
     loop {
         tokio::select! {
             _ = heartbeat.tick() => {
-                if let Err(error) = db::heartbeat(&context.db, &context.owner, context.sandbox.image_id()).await {
+                if let Err(error) = db::heartbeat(&context.db, &context.owner, &context.sandboxes.image_ids()).await {
                     tracing::warn!(%error, "could not record the heartbeat");
                 }
             }
@@ -49,11 +49,12 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                 }
             }
             _ = sweep.tick() => sweep_orphans(&context, &running).await,
-            _ = queue_stats.tick() => match db::queue_stats(&context.db).await {
+            _ = queue_stats.tick() => match db::queue_stats(&context.db, config.lease_seconds).await {
                 Ok(stats) => {
                     metrics::QUEUE_JOBS.with_label_values(&["Queued"]).set(stats.queued);
                     metrics::QUEUE_JOBS.with_label_values(&["Running"]).set(stats.running);
                     metrics::OLDEST_QUEUED.set(stats.oldest_queued_seconds);
+                    metrics::UNSERVED.set(stats.unserved);
                 }
                 Err(error) => tracing::warn!(%error, "could not read the queue's depth"),
             },
@@ -67,7 +68,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
 }
 
 pub async fn sweep_orphans(context: &Context, running: &RunningJobs) {
-    let containers = match context.sandbox.list_sandboxes().await {
+    let containers = match context.sandboxes.engine().list_sandboxes().await {
         Ok(containers) => containers,
         Err(error) => return tracing::warn!(%error, "could not list sandbox containers"),
     };
@@ -100,7 +101,7 @@ pub async fn sweep_orphans(context: &Context, running: &RunningJobs) {
                 job = container.job,
                 "removing orphaned sandbox container"
             );
-            if let Err(error) = context.sandbox.remove(&container.id).await {
+            if let Err(error) = context.sandboxes.engine().remove(&container.id).await {
                 tracing::warn!(%error, container = container.id, "could not remove an orphaned container");
             }
         }

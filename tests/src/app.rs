@@ -118,6 +118,11 @@ impl TestApp {
     }
 
     /// Another project with its own token, in the same database.
+    /// The sandbox image of the default TeX Live year, as the configuration names it.
+    pub fn default_image(&self) -> &str {
+        &self.config.sandbox_images[&self.config.default_texlive]
+    }
+
     pub async fn other_project(&self) -> (Uuid, String) {
         create_project(&self.pool).await
     }

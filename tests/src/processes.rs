@@ -27,6 +27,12 @@ impl SchedulerProcess {
             let value = match value {
                 Value::Null => continue,
                 Value::String(text) => text.clone(),
+                // A map as the environment writes one: {key="value",...}.
+                Value::Object(map) => {
+                    let entries: Vec<String> =
+                        map.iter().map(|(key, value)| format!("{key}={value}")).collect();
+                    format!("{{{}}}", entries.join(","))
+                }
                 other => other.to_string(),
             };
             command.env(format!("TEXFLEET_{}", key.to_uppercase()), value);

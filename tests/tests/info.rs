@@ -20,13 +20,12 @@ async fn info_names_the_installation_the_limits_and_the_running_image() {
     assert_eq!(response.status(), 401);
 
     let docker = bollard::Docker::connect_with_defaults().unwrap();
-    let image = docker
-        .inspect_image(&app.config.sandbox_image)
-        .await
-        .unwrap()
-        .id
-        .unwrap();
-    // The scheduler reports its image in a heartbeat soon after it starts.
+    let mut images = Vec::new();
+    for (year, image) in &app.config.sandbox_images {
+        let id = docker.inspect_image(image).await.unwrap().id.unwrap();
+        images.push((year.clone(), id));
+    }
+    // The scheduler reports its images in a heartbeat soon after it starts.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let info = loop {
         let info = app.get_json("/info").await;
@@ -37,8 +36,22 @@ async fn info_names_the_installation_the_limits_and_the_running_image() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(info["sandbox_image"], image.as_str(), "{info:#}");
-    assert!(info["texlive"].as_str().unwrap().contains("TeX Live 2024"));
+    let default = &app.config.default_texlive;
+    let (_, default_image) = images.iter().find(|(year, _)| year == default).unwrap();
+    assert_eq!(info["sandbox_image"], default_image.as_str(), "{info:#}");
+    assert_eq!(info["year"], default.as_str());
+    assert!(info["texlive"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("TeX Live {default}")));
+    // Every year, oldest first, with the image the scheduler runs for it.
+    let years = info["texlive_years"].as_array().unwrap();
+    assert_eq!(years.len(), images.len(), "{info:#}");
+    for (listed, (year, image)) in years.iter().zip(&images) {
+        assert_eq!(listed["year"], year.as_str());
+        assert_eq!(listed["sandbox_image"], image.as_str());
+        assert!(listed["texlive"].as_str().unwrap().contains("Debian"));
+    }
     assert_eq!(
         info["engines"],
         serde_json::json!(["pdflatex", "xelatex", "lualatex"])

@@ -85,7 +85,7 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
     app.submit(json!({ "input_latex": HELLO })).await;
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
-    let claimed = texfleet_core::db::claim_jobs(&scheduler, "test", 60, 1, 1)
+    let claimed = texfleet_core::db::claim_jobs(&scheduler, "test", 60, 1, 1, &app.config.texlive_years())
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -216,8 +216,9 @@ async fn concurrent_claims_fill_every_project_to_its_cap_and_no_further() {
     }
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
+    let years = app.config.texlive_years();
     let claimers = (0..6).map(|claimer| {
-        let scheduler = scheduler.clone();
+        let (scheduler, years) = (scheduler.clone(), years.clone());
         tokio::spawn(async move {
             let mut claimed = Vec::new();
             loop {
@@ -227,6 +228,7 @@ async fn concurrent_claims_fill_every_project_to_its_cap_and_no_further() {
                     60,
                     1,
                     CAP,
+                    &years,
                 )
                 .await
                 .unwrap();

@@ -97,7 +97,7 @@ async fn a_scheduler_removes_containers_its_predecessor_left_behind_and_no_other
     let deployment = app.deployment_id().await;
     let scheduler_id = format!("crashed-{}", uuid::Uuid::new_v4());
     let docker = docker_engine().await;
-    let image = &app.config.sandbox_image;
+    let image = app.default_image();
     let ours = leftover(&docker, image, &scheduler_id, &deployment).await;
     let other_deployment = leftover(
         &docker,
@@ -229,7 +229,7 @@ async fn ended_container(
 async fn the_engines_events_tell_an_oom_kill_from_a_kill_from_outside() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let docker = docker_engine().await;
-    let image = &app.config.sandbox_image;
+    let image = app.default_image();
     // One endless line: tail holds it all.
     let (oom, oom_exit) = ended_container(&docker, image, &["tail", "/dev/zero"], false).await;
     let (killed, killed_exit) = ended_container(&docker, image, &["sleep", "300"], true).await;

@@ -16,6 +16,7 @@ pub(super) const FIELDS: &[&str] = &[
     "latex",
     "main",
     "engine",
+    "texlive",
     "files",
     "halt_on_error",
     "timeout_seconds",
@@ -26,6 +27,7 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
     "project_id",
     "main",
     "engine",
+    "texlive",
     "halt_on_error",
     "timeout_seconds",
     "cache",
@@ -34,6 +36,9 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
 pub struct Limits {
     pub default_timeout_seconds: u32,
     pub max_timeout_seconds: u32,
+    /// The TeX Live years a job may ask for, and the one it gets when it names none.
+    pub texlive_years: Vec<String>,
+    pub default_texlive: String,
 }
 
 /// Checks a parsed JSON body and makes the job it asks for: the main document first, as
@@ -135,6 +140,25 @@ fn parse_with(
         }
     };
 
+    let texlive = match object.get("texlive") {
+        None | Some(Value::Null) => Some(limits.default_texlive.clone()),
+        Some(value) => {
+            let year = value
+                .as_str()
+                .filter(|year| limits.texlive_years.iter().any(|known| known == year));
+            if year.is_none() {
+                errors.push(FieldError::new(
+                    "texlive",
+                    format!(
+                        "must be one of this server's TeX Live years: {}",
+                        limits.texlive_years.join(", ")
+                    ),
+                ));
+            }
+            year.map(str::to_string)
+        }
+    };
+
     let halt_on_error = match object.get("halt_on_error") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => *flag,
@@ -187,10 +211,11 @@ fn parse_with(
     files::check_layout(&listed, &main, document, &mut errors);
     let Listed { files, .. } = listed;
 
-    match (project_id, engine, errors.is_empty()) {
-        (Some(project_id), Some(engine), true) => Ok(NewJob {
+    match (project_id, engine, texlive, errors.is_empty()) {
+        (Some(project_id), Some(engine), Some(texlive), true) => Ok(NewJob {
             project_id,
             engine,
+            texlive,
             halt_on_error,
             timeout_seconds,
             main,

@@ -64,6 +64,9 @@ pub struct NamedDocument {
 pub struct CompileOptions {
     project_id: Uuid,
     engine: Option<Engine>,
+    /// The TeX Live year to compile with, one of those `GET /info` lists (`"2024"`). Default:
+    /// the server's default year.
+    texlive: Option<String>,
     /// Fail the job on the first LaTeX error. Default false.
     halt_on_error: Option<bool>,
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).

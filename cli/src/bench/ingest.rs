@@ -122,17 +122,19 @@ async fn ingest_and_queue_in(
     let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let cpu_before = cpu::busy();
     let started = Instant::now();
+    let years = bench_config.texlive_years();
     let workers = (0..args.queue_workers).map(|worker| {
-        let (pool, outcome, claims, completions) = (
+        let (pool, outcome, claims, completions, years) = (
             scheduler_pool.clone(),
             outcome.clone(),
             claims.clone(),
             completions.clone(),
+            years.clone(),
         );
         tokio::spawn(async move {
             let owner = format!("bench-{worker}");
             loop {
-                let jobs = db::claim_jobs(&pool, &owner, 60, 16, usize::MAX / 2).await?;
+                let jobs = db::claim_jobs(&pool, &owner, 60, 16, usize::MAX / 2, &years).await?;
                 if jobs.is_empty() {
                     return anyhow::Ok(());
                 }

@@ -7,7 +7,7 @@ use super::floor::{self, durations, floor_job, Run};
 use super::{percentile_ms, Document};
 use serde_json::{json, Value};
 use texfleet_core::Config;
-use texfleet_scheduler::Sandbox;
+use texfleet_scheduler::{Sandbox, Sandboxes};
 
 /// The floor and engine pass of each document in both images, printed as ratios.
 pub async fn compare(
@@ -18,10 +18,11 @@ pub async fn compare(
     runs: usize,
 ) -> anyhow::Result<Value> {
     let reference_config = Config {
-        sandbox_image: reference_image.to_string(),
+        sandbox_images: [(config.default_texlive.clone(), reference_image.to_string())].into(),
         ..config.clone()
     };
-    let reference = Sandbox::connect(&reference_config, "bench-reference", "bench").await?;
+    let references = Sandboxes::connect(&reference_config, "bench-reference", "bench").await?;
+    let reference = references.engine();
     println!("\nthis image against the reference image {reference_image} (floor and one engine pass, p50):");
     let mut compared = Vec::new();
     for document in documents {
@@ -31,7 +32,7 @@ pub async fn compare(
             this.push(floor::floor(config, sandbox, &job, Default::default()).await?);
             let job = floor_job(document, None);
             earlier
-                .push(floor::floor(&reference_config, &reference, &job, Default::default()).await?);
+                .push(floor::floor(&reference_config, reference, &job, Default::default()).await?);
         }
         let p50 = |samples: &[f64]| percentile_ms(samples, 0.5);
         let pass =

@@ -99,3 +99,23 @@ fn unknown_settings_are_rejected() {
         Ok(())
     });
 }
+
+#[test]
+fn sandbox_images_come_by_year_from_the_environment_and_name_the_default() {
+    figment::Jail::expect_with(|jail| {
+        jail.clear_env();
+        jail.set_env(
+            "TEXFLEET_SANDBOX_IMAGES",
+            r#"{2022="texfleet-sandbox:2022-ab12",2026="texfleet-sandbox:2026-cd34"}"#,
+        );
+        jail.set_env("TEXFLEET_DEFAULT_TEXLIVE", "2026");
+        let config = Config::load(None).map_err(|e| *e)?;
+        assert_eq!(config.sandbox_images["2022"], "texfleet-sandbox:2022-ab12");
+        assert_eq!(config.texlive_years(), ["2022", "2026"]);
+        assert_eq!(config.texlive_years_problem(), None);
+        jail.set_env("TEXFLEET_DEFAULT_TEXLIVE", "2024");
+        let refused = Config::load(None).map_err(|e| *e)?.texlive_years_problem();
+        assert!(refused.unwrap().contains("2022, 2026"));
+        Ok(())
+    });
+}

@@ -7,8 +7,8 @@ use crate::model::{ClaimedJob, SourceFile};
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// Claims up to `limit` claimable jobs for `owner` with a lease of `lease_seconds`, never
-/// letting a project run more than `per_project` jobs at once.
+/// Claims up to `limit` claimable jobs of the TeX Live `years` for `owner` with a lease of
+/// `lease_seconds`, never letting a project run more than `per_project` jobs at once.
 ///
 /// Two statements in one transaction. The first picks the projects with claimable work, at
 /// most `limit` of them, those with the fewest running jobs first, and takes a
@@ -28,6 +28,7 @@ pub async fn claim_jobs(
     lease_seconds: u64,
     limit: usize,
     per_project: usize,
+    years: &[String],
 ) -> DbResult<Vec<ClaimedJob>> {
     let mut client = pool.get().await?;
     // A project chosen from a snapshot may have been filled by another claimer by the time
@@ -39,7 +40,12 @@ pub async fn claim_jobs(
         let projects: Vec<Uuid> = transaction
             .query(
                 &lock,
-                &[&CLAIM_LOCK_CLASS, &(limit as i64), &(per_project as i64)],
+                &[
+                    &CLAIM_LOCK_CLASS,
+                    &(limit as i64),
+                    &(per_project as i64),
+                    &years,
+                ],
             )
             .await?
             .iter()
@@ -58,6 +64,7 @@ pub async fn claim_jobs(
                     &(limit as i64),
                     &(per_project as i64),
                     &projects,
+                    &years,
                 ],
             )
             .await?;
@@ -87,6 +94,7 @@ pub async fn claim_jobs(
                 id,
                 project_id: row.get("project_id"),
                 engine: parsed(row, "engine")?,
+                texlive: row.get("texlive"),
                 halt_on_error: row.get("halt_on_error"),
                 timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
                 attempt: row.get("attempts"),
@@ -103,15 +111,17 @@ pub async fn claim_jobs(
 /// The class (first key) of the per-project claim locks (an arbitrary constant: "texf").
 const CLAIM_LOCK_CLASS: i32 = 0x7465_7866;
 
-/// Locks up to `$2` projects with claimable jobs and fewer than `$3` running, fewest running
-/// first (then the oldest waiting job). The projects are found by a skip scan over the index of queued jobs (one
+/// Locks up to `$2` projects with claimable jobs of the years `$4` and fewer than `$3` running,
+/// fewest running first (then the oldest waiting job). The projects are found by a skip scan over the index of queued jobs (one
 /// index probe per project, whatever the backlog), and locked in key order once chosen.
 const LOCK_WAITING_PROJECTS: &str = "
     WITH RECURSIVE waiting (project_id) AS (
-        (SELECT project_id FROM jobs WHERE status = 'Queued' ORDER BY project_id LIMIT 1)
+        (SELECT project_id FROM jobs WHERE status = 'Queued' AND texlive = ANY($4)
+         ORDER BY project_id LIMIT 1)
         UNION ALL
         SELECT (SELECT next.project_id FROM jobs AS next
-                WHERE next.status = 'Queued' AND next.project_id > waiting.project_id
+                WHERE next.status = 'Queued' AND next.texlive = ANY($4)
+                  AND next.project_id > waiting.project_id
                 ORDER BY next.project_id LIMIT 1)
         FROM waiting WHERE waiting.project_id IS NOT NULL
     ), chosen AS (
@@ -120,7 +130,7 @@ const LOCK_WAITING_PROJECTS: &str = "
         CROSS JOIN LATERAL (
             SELECT min(created_at) AS oldest FROM jobs
             WHERE jobs.project_id = waiting.project_id
-              AND status = 'Queued' AND run_after <= now()
+              AND status = 'Queued' AND texlive = ANY($4) AND run_after <= now()
         ) AS claimable
         CROSS JOIN LATERAL (
             SELECT count(*) AS jobs FROM jobs
@@ -133,7 +143,8 @@ const LOCK_WAITING_PROJECTS: &str = "
     SELECT ordered.project_id, pg_advisory_xact_lock($1, ordered.lock_key)
     FROM (SELECT * FROM chosen ORDER BY lock_key OFFSET 0) AS ordered";
 
-/// Claims the oldest jobs of the locked projects `$5`, in turns (see [`claim_jobs`]).
+/// Claims the oldest jobs of the years `$6` of the locked projects `$5`, in turns (see
+/// [`claim_jobs`]).
 const CLAIM_FROM_PROJECTS: &str = "
     WITH running AS (
         SELECT project_id, count(*) AS jobs FROM jobs
@@ -146,7 +157,7 @@ const CLAIM_FROM_PROJECTS: &str = "
             SELECT id, created_at, row_number() OVER (ORDER BY created_at) AS rank
             FROM jobs
             WHERE jobs.project_id = waiting.project_id
-              AND status = 'Queued' AND run_after <= now()
+              AND status = 'Queued' AND texlive = ANY($6) AND run_after <= now()
             ORDER BY created_at
             LIMIT greatest($4 - coalesce(running.jobs, 0), 0)
         ) AS offer
@@ -161,7 +172,7 @@ const CLAIM_FROM_PROJECTS: &str = "
     UPDATE jobs SET status = 'Running', started_at = now(), attempts = attempts + 1,
                     lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
     FROM claimable WHERE jobs.id = claimable.id
-    RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.halt_on_error,
+    RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.texlive, jobs.halt_on_error,
               jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
               extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
               extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8

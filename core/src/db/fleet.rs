@@ -3,27 +3,36 @@
 //! leftovers (migration V5).
 
 use super::{DbResult, Pool, PooledClient};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-/// Records that scheduler `id` is alive now, running the sandbox image `image_id` (which
-/// the result cache matches against, migration V6).
-pub async fn heartbeat(pool: &Pool, id: &str, image_id: &str) -> DbResult<()> {
+/// Records that scheduler `id` is alive now, running the sandbox image `images[year]` for each
+/// TeX Live year it serves (which claims and the result cache match against, migration V20).
+pub async fn heartbeat(pool: &Pool, id: &str, images: &BTreeMap<String, String>) -> DbResult<()> {
+    let images = serde_json::to_value(images).expect("a map of strings is JSON");
     pool.get()
         .await?
         .execute(
-            "INSERT INTO schedulers (id, image_id) VALUES ($1, $2)
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), image_id = $2",
-            &[&id, &image_id],
+            "INSERT INTO schedulers (id, images) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), images = $2",
+            &[&id, &images],
         )
         .await?;
     Ok(())
 }
 
-/// The sandbox image every scheduler with a heartbeat at most `live_seconds` old runs, or None
-/// when none runs or they disagree (migration V6's `fleet_sandbox_image`).
-pub async fn sandbox_image(client: &PooledClient, live_seconds: u64) -> DbResult<Option<String>> {
+/// The sandbox image that every scheduler serving TeX Live `year` with a heartbeat at most
+/// `live_seconds` old runs for it, or None when none serves it or they disagree (migration
+/// V20's `fleet_sandbox_image`).
+pub async fn sandbox_image(
+    client: &PooledClient,
+    live_seconds: u64,
+    year: &str,
+) -> DbResult<Option<String>> {
+    let statement = client
+        .prepare_cached("SELECT fleet_sandbox_image($1, $2)")
+        .await?;
     let row = client
-        .query_one("SELECT fleet_sandbox_image($1)", &[&(live_seconds as f64)])
+        .query_one(&statement, &[&(live_seconds as f64), &year])
         .await?;
     Ok(row.get(0))
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 pub(super) const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at,
     finished_at, duration_ms, pdf_storage_key, log_storage_key, error_code, error_message,
     diagnostics, reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
-    preamble_cache, incremental";
+    preamble_cache, incremental, texlive, image_id";
 
 pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let error = parsed_opt(row, "error_code")?.map(|code| JobError {
@@ -38,6 +38,8 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
         project_id: row.get("project_id"),
         status,
         engine: parsed(row, "engine")?,
+        texlive: row.get("texlive"),
+        sandbox_image: row.get("image_id"),
         created_at: row.get("created_at"),
         started_at: row.get("started_at"),
         finished_at: row.get("finished_at"),

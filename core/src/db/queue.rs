@@ -114,24 +114,31 @@ pub struct QueueStats {
     pub running: i64,
     /// Age of the oldest queued job in seconds; 0 when none waits.
     pub oldest_queued_seconds: f64,
+    /// Queued jobs of a TeX Live year that no live scheduler serves: they wait until one does.
+    pub unserved: i64,
 }
 
-/// The queue's depth, read only through the partial indexes on the two states.
-pub async fn queue_stats(pool: &Pool) -> DbResult<QueueStats> {
+/// The queue's depth, read only through the partial indexes on the two states; schedulers
+/// with a heartbeat at most `live_seconds` old are live.
+pub async fn queue_stats(pool: &Pool, live_seconds: u64) -> DbResult<QueueStats> {
     let client = pool.get().await?;
     let row = client
         .query_one(
             "SELECT (SELECT count(*) FROM jobs WHERE status = 'Queued'),
                     (SELECT count(*) FROM jobs WHERE status = 'Running'),
                     (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-                     FROM jobs WHERE status = 'Queued')",
-            &[],
+                     FROM jobs WHERE status = 'Queued'),
+                    (SELECT count(*) FROM jobs WHERE status = 'Queued' AND texlive NOT IN (
+                        SELECT jsonb_object_keys(images) FROM schedulers
+                        WHERE heartbeat_at > now() - make_interval(secs => $1)))",
+            &[&(live_seconds as f64)],
         )
         .await?;
     Ok(QueueStats {
         queued: row.get(0),
         running: row.get(1),
         oldest_queued_seconds: row.get(2),
+        unserved: row.get(3),
     })
 }
 

@@ -51,8 +51,9 @@ pub enum Submitted {
 /// Submits a job within the caller's transaction; `inputs` is its result cache key
 /// ([`crate::cache_key::input_hash`]). With an idempotency key, a job already
 /// submitted under it is returned instead. Then, unless the request or the operator opted out,
-/// a retained `Succeeded` job of the project with the same inputs, run by the image every live
-/// scheduler runs, on the same UTC day, is reused: the new job is written `Succeeded` with its
+/// a retained `Succeeded` job of the project with the same inputs (its TeX Live year among
+/// them), run by the image every live scheduler serving that year runs for it, on the same
+/// UTC day, is reused: the new job is written `Succeeded` with its
 /// outputs, and no compile runs. Otherwise a project with `max_queued` jobs waiting gets
 /// [`Submitted::QueueFull`], and the job is queued with its files. The id is random (v4) and
 /// redrawn if its first segment, which names the job's storage keys, is taken by another job.
@@ -87,7 +88,7 @@ pub(crate) async fn insert_job_drawing_ids(
         return Ok(existing);
     }
     let original = match job.use_cache && admission.result_cache {
-        true => find_reusable(transaction, job.project_id, inputs, admission).await?,
+        true => find_reusable(transaction, job, inputs, admission).await?,
         false => None,
     };
     let (key, request_hash) = match &idempotency {
@@ -127,6 +128,7 @@ pub(crate) async fn insert_job_drawing_ids(
                             &admission.max_queued,
                             &job.source_bytes(),
                             &admission.max_queued_bytes,
+                            &job.texlive,
                         ],
                     )
                     .await?;
@@ -159,11 +161,11 @@ pub(crate) async fn insert_job_drawing_ids(
 /// A job written `Succeeded` with the outputs of the original (`$5`) it reuses.
 static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
-         idempotency_key, request_hash, input_hash, main_path, status, started_at, finished_at,
-         duration_ms, pdf_storage_key, log_storage_key, diagnostics, image_id, reused_from,
-         pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256)
-     SELECT $1, project_id, engine, halt_on_error, timeout_seconds, $2, $3, $4, input_hash,
+        "INSERT INTO jobs (id, project_id, engine, texlive, halt_on_error, timeout_seconds,
+         max_attempts, idempotency_key, request_hash, input_hash, main_path, status, started_at,
+         finished_at, duration_ms, pdf_storage_key, log_storage_key, diagnostics, image_id,
+         reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256)
+     SELECT $1, project_id, engine, texlive, halt_on_error, timeout_seconds, $2, $3, $4, input_hash,
             main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
             diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256
      FROM jobs WHERE id = $5
@@ -186,9 +188,9 @@ static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
                            idempotency_key, request_hash, input_hash, main_path, use_cache,
-                           source_bytes)
+                           source_bytes, texlive)
          SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
-                $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8
+                $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8, $15::text
          FROM waiting WHERE room_for_a_job AND room_for_its_sources
          ON CONFLICT DO NOTHING
          RETURNING {JOB_COLUMNS}
@@ -224,7 +226,7 @@ async fn insert_files(transaction: &impl GenericClient, id: Uuid, job: &NewJob) 
 /// can still run first.
 async fn find_reusable(
     client: &impl GenericClient,
-    project_id: Uuid,
+    job: &NewJob,
     inputs: &[u8],
     admission: &Admission,
 ) -> DbResult<Option<Uuid>> {
@@ -233,7 +235,7 @@ async fn find_reusable(
             "SELECT id FROM jobs AS original
              WHERE project_id = $1 AND input_hash = $2
                AND status = 'Succeeded' AND reused_from IS NULL
-               AND image_id = fleet_sandbox_image($3)
+               AND texlive = $5 AND image_id = fleet_sandbox_image($3, $5)
                AND date_trunc('day', created_at, 'UTC') = date_trunc('day', now(), 'UTC')
                AND ($4 = 0 OR finished_at > now() - make_interval(days => $4))
                AND NOT EXISTS (
@@ -248,10 +250,11 @@ async fn find_reusable(
              ORDER BY finished_at DESC
              LIMIT 1",
             &[
-                &project_id,
+                &job.project_id,
                 &inputs,
                 &(admission.scheduler_live_seconds as f64),
                 &(admission.retention_days as i32),
+                &job.texlive,
             ],
         )
         .await?;

@@ -39,7 +39,9 @@ const READABLE: &[&str] = &[
     "/etc/papersize",
     "/etc/libpaper.d",
     // Java's security settings, which the JVM of bib2gls reads at start.
+    "/etc/java-17-openjdk",
     "/etc/java-21-openjdk",
+    "/etc/java-25-openjdk",
     "/etc/ld.so.cache",
     "/var/lib/texmf",
     "/dev/urandom",

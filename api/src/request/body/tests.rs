@@ -1,10 +1,14 @@
 use super::*;
 use serde_json::json;
 
-const LIMITS: Limits = Limits {
-    default_timeout_seconds: 60,
-    max_timeout_seconds: 300,
-};
+fn limits() -> Limits {
+    Limits {
+        default_timeout_seconds: 60,
+        max_timeout_seconds: 300,
+        texlive_years: vec!["2022".into(), "2024".into()],
+        default_texlive: "2024".into(),
+    }
+}
 const PROJECT: &str = "0b9f3c2a-1d4e-4f5a-9b6c-7d8e9f0a1b2c";
 
 fn fields(errors: Vec<FieldError>) -> Vec<String> {
@@ -17,7 +21,7 @@ fn accepts_both_source_fields_and_files() {
         let body = json!({ "project_id": PROJECT, key: "\\relax", "files": [
             { "path": "img/a.png", "content_base64": "iVBORw==" },
             { "path": "ch1.tex", "content": "Hi" } ] });
-        let request = parse(body.clone(), &LIMITS).ok().unwrap();
+        let request = parse(body.clone(), &limits()).ok().unwrap();
         assert_eq!(request.engine, Engine::Pdflatex);
         assert_eq!(request.timeout_seconds, 60);
         let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
@@ -31,7 +35,7 @@ fn names_every_bad_field() {
     let body = json!({ "project_id": "nope", "latex": "x", "input_latex": "y", "engine": "tex",
         "timeout_seconds": 0, "halt_on_error": "yes", "colour": 1,
         "files": [ { "path": "../x", "content": "a" }, { "path": "a.tex" }, 3 ] });
-    let mut names = fields(parse(body.clone(), &LIMITS).err().unwrap());
+    let mut names = fields(parse(body.clone(), &limits()).err().unwrap());
     names.sort();
     assert_eq!(
         names,
@@ -55,7 +59,7 @@ fn a_file_where_a_folder_must_be_is_refused_by_name() {
         { "path": "a", "content": "1" }, { "path": "a/b.tex", "content": "2" },
         { "path": "main.tex/x.tex", "content": "3" } ] });
     assert_eq!(
-        fields(parse(body.clone(), &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &limits()).err().unwrap()),
         ["files[1].path", "files[2].path"]
     );
 }
@@ -65,7 +69,7 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
     let body = json!({ "project_id": PROJECT, "main": "paper/main.tex", "files": [
         { "path": "paper/main.tex", "content": "x" }, { "path": "main.tex", "content": "y" },
         { "path": "output.pdf", "content": "z" } ] });
-    let request = parse(body.clone(), &LIMITS).ok().unwrap();
+    let request = parse(body.clone(), &limits()).ok().unwrap();
     assert_eq!(request.main, "paper/main.tex");
     let paths: Vec<_> = request.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["paper/main.tex", "main.tex", "output.pdf"]);
@@ -102,7 +106,7 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
         ),
     ] {
         assert_eq!(
-            fields(parse(body.clone(), &LIMITS).err().unwrap()),
+            fields(parse(body.clone(), &limits()).err().unwrap()),
             wanted,
             "{body}"
         );
@@ -113,13 +117,13 @@ fn main_names_one_of_the_files_and_reserves_outputs_beside_it() {
 fn requires_a_document_and_refuses_duplicates() {
     let body = json!({ "project_id": PROJECT });
     assert_eq!(
-        fields(parse(body.clone(), &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &limits()).err().unwrap()),
         ["input_latex"]
     );
     let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
         { "path": "a.tex", "content": "1" }, { "path": "a.tex", "content": "2" } ] });
     assert_eq!(
-        fields(parse(body.clone(), &LIMITS).err().unwrap()),
+        fields(parse(body.clone(), &limits()).err().unwrap()),
         ["files[1].path"]
     );
 }
@@ -134,7 +138,7 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
     let request = parse_multipart(
         metadata.clone(),
         vec![upload("main.tex"), upload("img/my figure.png")],
-        &LIMITS,
+        &limits(),
     )
     .ok()
     .unwrap();
@@ -143,7 +147,7 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
     assert_eq!(request.files.len(), 2);
 
     let metadata = json!({ "project_id": PROJECT, "main": "paper/a.tex" });
-    let request = parse_multipart(metadata.clone(), vec![upload("paper/a.tex")], &LIMITS)
+    let request = parse_multipart(metadata.clone(), vec![upload("paper/a.tex")], &limits())
         .ok()
         .unwrap();
     assert_eq!(request.main, "paper/a.tex");
@@ -171,11 +175,23 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
         ),
     ] {
         let mut names = fields(
-            parse_multipart(metadata.clone(), uploads, &LIMITS)
+            parse_multipart(metadata.clone(), uploads, &limits())
                 .err()
                 .unwrap(),
         );
         names.sort();
         assert_eq!(names, wanted, "{metadata}");
+    }
+}
+
+#[test]
+fn a_texlive_year_is_one_of_the_server_s_or_its_default() {
+    let body = |year: Value| json!({ "project_id": PROJECT, "latex": "x", "texlive": year });
+    assert_eq!(parse(body(json!("2022")), &limits()).ok().unwrap().texlive, "2022");
+    assert_eq!(parse(body(Value::Null), &limits()).ok().unwrap().texlive, "2024");
+    for wrong in [json!("2019"), json!(2022), json!("")] {
+        let errors = parse(body(wrong), &limits()).err().unwrap();
+        assert_eq!(errors[0].field, "texlive");
+        assert!(errors[0].message.contains("2022, 2024"), "{}", errors[0].message);
     }
 }
