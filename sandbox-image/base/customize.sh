@@ -93,7 +93,10 @@ mkdir -p "$root/usr/share/texfleet"
 # every other font, made by updmap from the same configuration, is what pdfTeX passes find
 # first (TEXFONTMAPS); one that lacks a font runs again with the complete map
 # (supervisor/src/driver/tex_live.rs). --outputdir keeps the system's maps as they are.
-chroot "$root" dpkg -L texlive-fonts-extra | sed -n 's|.*/fonts/map/.*/\([^/]*\.map\)$|\1|p' | sort -u >"$root/tmp/extra-maps"
+fonts_extra_files() { if $complete; then chroot "$root" dpkg -L texlive-fonts-extra; fi; }
+# (Never empty: awk would read the next file as this one.)
+{ echo texfleet-no-such.map; fonts_extra_files | sed -n 's|.*/fonts/map/.*/\([^/]*\.map\)$|\1|p'; } |
+  sort -u >"$root/tmp/extra-maps"
 awk 'NR == FNR { extra[$0]; next } ($1 == "Map" || $1 == "MixedMap") && !($2 in extra)' \
   "$root/tmp/extra-maps" "$root/var/lib/texmf/updmap.cfg-DEBIAN" "$root/var/lib/texmf/updmap.cfg-TEXLIVEDIST" \
   >"$root/tmp/common-updmap.cfg"
@@ -223,7 +226,7 @@ done
 # pdfTeX passes search the common TeX Live first: texmf-dist without texlive-fonts-extra, whose
 # fonts are more than half of the file database kpathsea reads at every run (common-tree.py).
 # Its files are hard links to texmf-dist's, made once texmf-dist has lost what it loses above.
-chroot "$root" dpkg -L texlive-fonts-extra >"$root/tmp/fonts-extra-files"
+fonts_extra_files >"$root/tmp/fonts-extra-files"
 python3 "$here/common-tree.py" "$root" "$root/tmp/fonts-extra-files"
 rm "$root/tmp/fonts-extra-files"
 common_tree=/usr/share/texfleet/texmf-common
