@@ -102,7 +102,8 @@ awk 'NR == FNR { extra[$0]; next } ($1 == "Map" || $1 == "MixedMap") && !($2 in 
   >"$root/tmp/common-updmap.cfg"
 chroot "$root" updmap-sys --cnffile /tmp/common-updmap.cfg --outputdir /tmp/common-maps --nohash --quiet >/dev/null
 mkdir -p "$root/usr/share/texfleet/font-maps"
-mv "$root/tmp/common-maps/pdftex.map" "$root/usr/share/texfleet/font-maps/pdftex.map"
+# (TeX Live 2022's updmap makes pdftex.map a link to pdftex_dl14.map: the file is copied.)
+cp -L "$root/tmp/common-maps/pdftex.map" "$root/usr/share/texfleet/font-maps/pdftex.map"
 rm -rf "$root/tmp/extra-maps" "$root/tmp/common-updmap.cfg" "$root/tmp/common-maps"
 common_map="$root/usr/share/texfleet/font-maps/pdftex.map"
 grep -q '^cmr10 ' "$common_map" && grep -q '^ec-lmr10 ' "$common_map" && ! grep -q fa5free "$common_map" &&
