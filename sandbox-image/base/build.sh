@@ -43,11 +43,11 @@ packages=$(grep -v -e '^#' -e '^$' "$list" | paste -sd, -)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# The testing release's Release file is valid for a week only (Valid-Until), and a mirror
-# snapshot goes on serving it after that: its signature is still checked, its age is not.
 # mmdebstrap clamps every modification time to this; customize.sh gives it to the font folders.
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
 echo "build.sh: building $tag from $mirror (takes a few minutes)" >&2
+# The testing release's Release file is valid for a week only (Valid-Until), and a mirror
+# snapshot goes on serving it after that: its signature is still checked, its age is not.
 mmdebstrap --variant=minbase --include="$packages" \
   --aptopt='APT::Install-Recommends "false"' \
   --aptopt='Acquire::Check-Valid-Until "false"' \
