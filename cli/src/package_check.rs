@@ -106,8 +106,9 @@ fn names_on(line: &str) -> Vec<String> {
 pub async fn warn_about_missing(client: &Client, files: &[(String, Vec<u8>)], year: Option<&str>) {
     let loaded = loaded(files);
     let query = year.map_or(String::new(), |year| format!("?texlive={year}"));
+    let query = &query;
     let asked = loaded.iter().take(MAX_ASKED).map(|(name, at)| async move {
-        let path = format!("/info/packages/{name}{}", query);
+        let path = format!("/info/packages/{name}{query}");
         let answer = client.call(reqwest::Method::GET, &path, None).await;
         (name, at, answer)
     });

@@ -94,6 +94,7 @@ pub struct Config {
     /// scheduler runs every image of its own map and claims only jobs of those years.
     pub sandbox_images: BTreeMap<String, String>,
     /// The TeX Live year of a job whose request names none; one of `sandbox_images`' years.
+    #[serde(deserialize_with = "year")]
     pub default_texlive: String,
     /// Optional OCI runtime for sandbox containers, for example `runsc`; empty means Docker's default.
     pub sandbox_runtime: String,
@@ -325,6 +326,20 @@ impl Config {
             .unwrap_or_else(|_| "scheduler".into());
         format!("{host}-{}", std::process::id())
     }
+}
+
+/// A year as text, whether the environment's `2024` arrived as a number or as a string.
+fn year<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Year {
+        Number(u64),
+        Text(String),
+    }
+    Ok(match Year::deserialize(deserializer)? {
+        Year::Number(year) => year.to_string(),
+        Year::Text(year) => year,
+    })
 }
 
 fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {

@@ -140,7 +140,7 @@ for fonts in usr/share/fonts usr/local/share/fonts usr/share/texlive/texmf-dist/
 done
 chroot "$root" fc-cache --system-only --force >/dev/null
 # TeX Live's fonts for XeTeX: Fira Sans (texlive-fonts-extra), or TeX Gyre Pagella in a part.
-font=Pagella
+font='TeX Gyre Pagella'
 $complete && font='Fira Sans'
 chroot "$root" fc-match -f '%{family}\n' "$font" | grep -q "$font" ||
   { echo "customize.sh: fontconfig does not find TeX Live's $font" >&2; exit 1; }

@@ -138,6 +138,7 @@ mod tests {
             id: Uuid::nil(),
             project_id: Uuid::nil(),
             engine: Engine::Pdflatex,
+            texlive: "2024".into(),
             halt_on_error: false,
             timeout_seconds: 60,
             attempt: 1,

@@ -17,9 +17,9 @@ impl TestApp {
     /// reused from the cache copy theirs, at no cost).
     pub async fn insert_jobs_with_diagnostics(&self, count: usize, quotes: usize) {
         self.execute(&format!(
-            "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
-                               finished_at, diagnostics)
-             SELECT gen_random_uuid(), '{}', 'pdflatex', 30, 1, 'Failed', now(),
+            "INSERT INTO jobs (id, project_id, engine, texlive, timeout_seconds, max_attempts,
+                               status, finished_at, diagnostics)
+             SELECT gen_random_uuid(), '{}', 'pdflatex', '2024', 30, 1, 'Failed', now(),
                     jsonb_build_array(jsonb_build_object(
                         'severity', 'error', 'file', NULL, 'line', NULL,
                         'message', repeat('\"', {quotes})))

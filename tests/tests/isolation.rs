@@ -88,7 +88,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
         .unwrap();
     assert_eq!(updated, 0, "another project's job was updated");
     let insert = transaction
-        .execute("INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts) VALUES ($1, $2, 'pdflatex', 10, 1)",
+        .execute("INSERT INTO jobs (id, project_id, engine, texlive, timeout_seconds, max_attempts) VALUES ($1, $2, 'pdflatex', '2024', 10, 1)",
             &[&uuid::Uuid::new_v4(), &other_project])
         .await;
     assert!(insert.is_err(), "a job was inserted into another project");

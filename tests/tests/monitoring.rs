@@ -154,11 +154,11 @@ async fn prometheus_sees_exactly_what_each_process_did() {
     let client = app.pool.get().await.unwrap();
     client
         .execute(
-            "INSERT INTO jobs (id, project_id, engine, timeout_seconds, max_attempts, status,
-                               attempts, started_at, lease_owner, lease_expires_at)
-             VALUES ($1, $2, 'pdflatex', 30, 3, 'Running', 1, now(), 'ghost',
+            "INSERT INTO jobs (id, project_id, engine, texlive, timeout_seconds, max_attempts,
+                               status, attempts, started_at, lease_owner, lease_expires_at)
+             VALUES ($1, $2, 'pdflatex', $3, 30, 3, 'Running', 1, now(), 'ghost',
                      now() - interval '1 second')",
-            &[&ghost_id, &app.project_id],
+            &[&ghost_id, &app.project_id, &app.config.default_texlive],
         )
         .await
         .unwrap();

@@ -39,6 +39,8 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         id: Uuid::new_v4(),
         project_id: Uuid::nil(),
         engine: Engine::Pdflatex,
+        // The floor runs in the sandbox it is given, whatever the year.
+        texlive: String::new(),
         halt_on_error: false,
         timeout_seconds: 120,
         attempt: 1,
