@@ -68,6 +68,25 @@ async fn each_year_compiles_with_its_own_latex_in_its_own_image() {
     assert_eq!(job["texlive"], app.config.default_texlive.as_str());
 }
 
+/// IEEE's conference template, as IEEEtran ships it (tests/real-documents/ieeetran-bare-conf).
+const IEEE_TEMPLATE: &str = include_str!("../real-documents/ieeetran-bare-conf/files/bare_conf.tex");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ieee_s_conference_template_compiles_in_every_year() {
+    let app = TestApp::spawn().await;
+    for year in app.config.sandbox_images.keys() {
+        let job = app
+            .compile(json!({ "input_latex": IEEE_TEMPLATE, "texlive": year }))
+            .await;
+        assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
+        let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for phrase in ["Bare Demo of IEEEtran.cls", "for IEEE Conferences", "NTRODUCTION"] {
+            assert!(text.contains(phrase), "TeX Live {year}: no {phrase:?} in {text}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn neither_the_result_cache_nor_the_preamble_format_crosses_years() {
     let app = TestApp::spawn_with(|config| config.result_cache = true).await;
