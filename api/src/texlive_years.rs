@@ -71,7 +71,9 @@ impl Year {
             .find_map(|line| line.strip_prefix("# debian:"))
             .map(str::trim)
             .and_then(|codename| RELEASES.iter().find(|(name, _)| *name == codename))
-            .map_or(String::new(), |(_, release)| format!(", as packaged by {release}"));
+            .map_or(String::new(), |(_, release)| {
+                format!(", as packaged by {release}")
+            });
         let (language_packs, rest): (Vec<_>, Vec<_>) =
             packages(list).partition(|name| name.starts_with("texlive-lang-"));
         let (collections, other_packages) = rest
@@ -103,7 +105,10 @@ mod tests {
     #[test]
     fn each_year_is_described_from_its_list() {
         let year = Year::describe("2022", None);
-        assert_eq!(year.texlive, "TeX Live 2022, as packaged by Debian 12 (bookworm)");
+        assert_eq!(
+            year.texlive,
+            "TeX Live 2022, as packaged by Debian 12 (bookworm)"
+        );
         assert!(year.collections.contains(&"texlive-publishers"));
         assert!(year.other_packages.contains(&"ghostscript"));
         let complete = Year::describe("2024", None);
@@ -111,7 +116,11 @@ mod tests {
         assert!(!year.language_packs.contains(&"texlive-lang-japanese"));
         for (year, _) in LISTS {
             let described = Year::describe(year, None);
-            assert!(described.texlive.contains("Debian"), "{}", described.texlive);
+            assert!(
+                described.texlive.contains("Debian"),
+                "{}",
+                described.texlive
+            );
             assert!(described
                 .collections
                 .iter()

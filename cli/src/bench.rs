@@ -118,7 +118,10 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     }
     let sandboxes = Sandboxes::connect(&config, "bench", "bench").await?;
     let sandbox = sandboxes.of(&config.default_texlive).ok_or_else(|| {
-        anyhow::anyhow!("sandbox_images has no image of the default year {}", config.default_texlive)
+        anyhow::anyhow!(
+            "sandbox_images has no image of the default year {}",
+            config.default_texlive
+        )
     })?;
     let result = measure(&config, &args, sandbox, slots, &mut figures).await;
     sandboxes.settle().await;

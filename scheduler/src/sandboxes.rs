@@ -26,9 +26,15 @@ impl Sandboxes {
         let docker = crate::engine_connect::connect_engine(config).await?;
         let mut by_year = BTreeMap::new();
         for (year, image) in &config.sandbox_images {
-            let sandbox =
-                Sandbox::of_image(docker.clone(), config, image, year, scheduler_id, deployment)
-                    .await?;
+            let sandbox = Sandbox::of_image(
+                docker.clone(),
+                config,
+                image,
+                year,
+                scheduler_id,
+                deployment,
+            )
+            .await?;
             by_year.insert(year.clone(), sandbox);
         }
         Ok(Sandboxes { by_year })

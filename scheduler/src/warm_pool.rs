@@ -89,7 +89,13 @@ impl WarmPool {
                     let label = format!("{POOL_LABEL_PREFIX}{}", Uuid::new_v4());
                     self.labels.lock().expect("pool").insert(label.clone());
                     match sandbox.warm(&label).await {
-                        Ok(warm) => self.ready.lock().expect("pool").entry(year.clone()).or_default().push_back(warm),
+                        Ok(warm) => self
+                            .ready
+                            .lock()
+                            .expect("pool")
+                            .entry(year.clone())
+                            .or_default()
+                            .push_back(warm),
                         Err(error) => {
                             tracing::warn!(%error, "could not warm a sandbox container");
                             self.forget(&label);
@@ -124,7 +130,9 @@ impl WarmPool {
             ready
                 .iter()
                 .flat_map(|(year, of_year)| {
-                    let surplus = of_year.len().saturating_sub(targets.get(year).copied().unwrap_or(0));
+                    let surplus = of_year
+                        .len()
+                        .saturating_sub(targets.get(year).copied().unwrap_or(0));
                     of_year.iter().enumerate().map(move |(place, warm)| {
                         let unwanted = place < surplus || warm.created.elapsed() >= self.max_age;
                         (warm.id.clone(), warm.label.clone(), unwanted)

@@ -29,8 +29,10 @@ impl SchedulerProcess {
                 Value::String(text) => text.clone(),
                 // A map as the environment writes one: {key="value",...}.
                 Value::Object(map) => {
-                    let entries: Vec<String> =
-                        map.iter().map(|(key, value)| format!("{key}={value}")).collect();
+                    let entries: Vec<String> = map
+                        .iter()
+                        .map(|(key, value)| format!("{key}={value}"))
+                        .collect();
                     format!("{{{}}}", entries.join(","))
                 }
                 other => other.to_string(),

@@ -85,9 +85,10 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
     app.submit(json!({ "input_latex": HELLO })).await;
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
-    let claimed = texfleet_core::db::claim_jobs(&scheduler, "test", 60, 1, 1, &app.config.texlive_years())
-        .await
-        .unwrap();
+    let claimed =
+        texfleet_core::db::claim_jobs(&scheduler, "test", 60, 1, 1, &app.config.texlive_years())
+            .await
+            .unwrap();
     assert_eq!(claimed.len(), 1);
     app.submit(json!({ "input_latex": HELLO })).await;
     let response = app

@@ -48,20 +48,28 @@ async fn each_year_compiles_with_its_own_latex_in_its_own_image() {
     // LaTeX's release of each year: 2022-11-01 in TeX Live 2022, 2024-11-01 in 2024, ...
     for (year, date) in &dates {
         let (year, latex): (i32, i32) = (year.parse().unwrap(), date[..4].parse().unwrap());
-        assert!(latex == year || latex == year - 1, "TeX Live {year}: LaTeX {date}");
+        assert!(
+            latex == year || latex == year - 1,
+            "TeX Live {year}: LaTeX {date}"
+        );
     }
     let distinct: std::collections::BTreeSet<_> = dates.values().collect();
     assert_eq!(distinct.len(), dates.len(), "{dates:?}");
 
     // A year the server does not have is refused, naming those it has.
     let response = app
-        .post_compile(&json!({ "project_id": app.project_id, "input_latex": "x", "texlive": "2019" }))
+        .post_compile(
+            &json!({ "project_id": app.project_id, "input_latex": "x", "texlive": "2019" }),
+        )
         .await;
     assert_eq!(response.status(), 422);
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["errors"][0]["field"], "texlive", "{problem:#}");
     let message = problem["errors"][0]["message"].as_str().unwrap();
-    assert!(ids.keys().all(|year| message.contains(year.as_str())), "{message}");
+    assert!(
+        ids.keys().all(|year| message.contains(year.as_str())),
+        "{message}"
+    );
 
     // Without a year, the default year's.
     let job = app.compile(json!({ "input_latex": FORMAT_VERSION })).await;
@@ -69,7 +77,8 @@ async fn each_year_compiles_with_its_own_latex_in_its_own_image() {
 }
 
 /// IEEE's conference template, as IEEEtran ships it (tests/real-documents/ieeetran-bare-conf).
-const IEEE_TEMPLATE: &str = include_str!("../real-documents/ieeetran-bare-conf/files/bare_conf.tex");
+const IEEE_TEMPLATE: &str =
+    include_str!("../real-documents/ieeetran-bare-conf/files/bare_conf.tex");
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ieee_s_conference_template_compiles_in_every_year() {
@@ -81,8 +90,15 @@ async fn ieee_s_conference_template_compiles_in_every_year() {
         assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
         let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        for phrase in ["Bare Demo of IEEEtran.cls", "for IEEE Conferences", "NTRODUCTION"] {
-            assert!(text.contains(phrase), "TeX Live {year}: no {phrase:?} in {text}");
+        for phrase in [
+            "Bare Demo of IEEEtran.cls",
+            "for IEEE Conferences",
+            "NTRODUCTION",
+        ] {
+            assert!(
+                text.contains(phrase),
+                "TeX Live {year}: no {phrase:?} in {text}"
+            );
         }
     }
 }
@@ -169,15 +185,21 @@ async fn schedulers_of_different_years_each_claim_their_own_and_an_unserved_year
             .find_map(|line| line.strip_prefix("texfleet_queue_unserved_jobs "))
             .and_then(|value| value.trim().parse::<f64>().ok())
     };
-    eventually(Duration::from_secs(30), "the unserved job is counted", || async {
-        unserved().await == Some(1.0)
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the unserved job is counted",
+        || async { unserved().await == Some(1.0) },
+    )
     .await;
     let id = waiting["id"].as_str().unwrap();
-    assert_eq!(app.get_json(&format!("/compile/{id}")).await["status"], "Queued");
+    assert_eq!(
+        app.get_json(&format!("/compile/{id}")).await["status"],
+        "Queued"
+    );
 
     // A scheduler of that year takes it.
-    let _old_scheduler = SchedulerProcess::spawn(&only(&old), &format!("old-{}", uuid::Uuid::new_v4()));
+    let _old_scheduler =
+        SchedulerProcess::spawn(&only(&old), &format!("old-{}", uuid::Uuid::new_v4()));
     let done = app.wait_terminal(id, Duration::from_secs(120)).await;
     assert_eq!(done["status"], "Succeeded", "{done:#}");
     assert_eq!(done["sandbox_image"], ids[&old].as_str());

@@ -41,7 +41,14 @@ impl Demand {
             .iter()
             .map(|(year, count)| match total > 0.0 {
                 true => (year, size as f64 * count / total),
-                false => (year, if *year == self.default { size as f64 } else { 0.0 }),
+                false => (
+                    year,
+                    if *year == self.default {
+                        size as f64
+                    } else {
+                        0.0
+                    },
+                ),
             })
             .collect();
         let mut targets: BTreeMap<String, usize> = shares
@@ -90,14 +97,20 @@ mod tests {
             demand.record("2022");
         }
         let targets = demand.targets(4);
-        assert_eq!((targets["2022"], targets["2024"], targets["2026"]), (3, 1, 0));
+        assert_eq!(
+            (targets["2022"], targets["2024"], targets["2026"]),
+            (3, 1, 0)
+        );
         for _ in 0..3 {
             demand.record("2026");
             demand.record("2022");
         }
         let targets = demand.targets(6);
         assert_eq!(targets.values().sum::<usize>(), 6);
-        assert!(targets["2022"] > targets["2026"] && targets["2026"] >= 1, "{targets:?}");
+        assert!(
+            targets["2022"] > targets["2026"] && targets["2026"] >= 1,
+            "{targets:?}"
+        );
         assert!(targets["2024"] >= 1);
     }
 }

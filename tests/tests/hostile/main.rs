@@ -37,44 +37,63 @@ async fn hostile_documents_leak_nothing_run_nothing_and_end_as_expected() {
         "the suite must hold at least 50 hostile documents"
     );
 
-    let mut submitted = Vec::new();
-    for case in &cases {
-        let job = app
-            .submit(json!({ "input_latex": case.document, "engine": case.engine,
-                            "timeout_seconds": case.timeout, "files": case.files,
-                            "halt_on_error": case.halt_on_error }))
-            .await;
-        submitted.push(job["id"].as_str().unwrap().to_string());
+    // The default year first, where each case must also end as expected; then every other
+    // year's image, built by the same script with the same hardening, where a case may end
+    // otherwise (a package the image lacks) but must leak nothing, run nothing and end in time.
+    let default = app.config.default_texlive.clone();
+    let others = app
+        .config
+        .sandbox_images
+        .keys()
+        .filter(|year| **year != default);
+    for year in std::iter::once(&default).chain(others) {
+        let mut submitted = Vec::new();
+        for case in &cases {
+            let job = app
+                .submit(json!({ "input_latex": case.document, "engine": case.engine,
+                                "timeout_seconds": case.timeout, "files": case.files,
+                                "halt_on_error": case.halt_on_error, "texlive": year }))
+                .await;
+            submitted.push(job["id"].as_str().unwrap().to_string());
+        }
+        let mut failures = Vec::new();
+        for (case, id) in cases.iter().zip(&submitted) {
+            let job = app.wait_terminal(id, Duration::from_secs(600)).await;
+            let strict = *year == default;
+            if let Err(problem) = check_case(&app, case, strict, &job, &secret).await {
+                failures.push(format!(
+                    "{} (TeX Live {year}): {problem}\n{job:#}",
+                    case.name
+                ));
+            }
+            assert_container_removed(id).await;
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     }
     let normal = app
         .submit(json!({ "input_latex": texfleet_e2e::HELLO }))
         .await;
 
-    let mut failures = Vec::new();
-    for (case, id) in cases.iter().zip(&submitted) {
-        let job = app.wait_terminal(id, Duration::from_secs(600)).await;
-        if let Err(problem) = check_case(&app, case, &job, &secret).await {
-            failures.push(format!("{}: {problem}\n{job:#}", case.name));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-
     let normal = app
         .wait_terminal(normal["id"].as_str().unwrap(), Duration::from_secs(300))
         .await;
     assert_eq!(normal["status"], "Succeeded", "{normal:#}");
-    for id in submitted
-        .iter()
-        .chain([normal["id"].as_str().unwrap().to_string()].iter())
-    {
-        assert_container_removed(id).await;
-    }
+    assert_container_removed(normal["id"].as_str().unwrap()).await;
 }
 
-async fn check_case(app: &TestApp, case: &Case, job: &Value, secret: &str) -> Result<(), String> {
+/// Checks that nothing of the host, the image or a command leaked into what the job shows,
+/// and that it ended in time; `strict`, also that it ended as the case expects and showed what
+/// the case says it shows.
+async fn check_case(
+    app: &TestApp,
+    case: &Case,
+    strict: bool,
+    job: &Value,
+    secret: &str,
+) -> Result<(), String> {
     let status = job["status"].as_str().unwrap();
     let code = job["error"]["code"].as_str();
-    if !case.expect.iter().any(|(s, c)| *s == status && *c == code) {
+    if strict && !case.expect.iter().any(|(s, c)| *s == status && *c == code) {
         return Err(format!(
             "ended {status} {code:?}, expected one of {:?}",
             case.expect
@@ -94,7 +113,7 @@ async fn check_case(app: &TestApp, case: &Case, job: &Value, secret: &str) -> Re
         return Err(format!("no log: {}", log.status()));
     }
     let log_text = log.text().await.unwrap();
-    if let Some(expected) = case.log_contains {
+    if let Some(expected) = case.log_contains.filter(|_| strict) {
         if !log_text.contains(expected) {
             return Err(format!("log lacks {expected:?}"));
         }
@@ -106,7 +125,7 @@ async fn check_case(app: &TestApp, case: &Case, job: &Value, secret: &str) -> Re
     if status == "Succeeded" {
         let pdf = app.pdf_of(id).await;
         let text: String = pdf_text(&pdf).split_whitespace().collect();
-        if let Some(expected) = case.text_contains {
+        if let Some(expected) = case.text_contains.filter(|_| strict) {
             if !text.contains(expected) {
                 return Err(format!("PDF text lacks {expected:?}: {text:?}"));
             }

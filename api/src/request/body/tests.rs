@@ -187,11 +187,21 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
 #[test]
 fn a_texlive_year_is_one_of_the_server_s_or_its_default() {
     let body = |year: Value| json!({ "project_id": PROJECT, "latex": "x", "texlive": year });
-    assert_eq!(parse(body(json!("2022")), &limits()).ok().unwrap().texlive, "2022");
-    assert_eq!(parse(body(Value::Null), &limits()).ok().unwrap().texlive, "2024");
+    assert_eq!(
+        parse(body(json!("2022")), &limits()).ok().unwrap().texlive,
+        "2022"
+    );
+    assert_eq!(
+        parse(body(Value::Null), &limits()).ok().unwrap().texlive,
+        "2024"
+    );
     for wrong in [json!("2019"), json!(2022), json!("")] {
         let errors = parse(body(wrong), &limits()).err().unwrap();
         assert_eq!(errors[0].field, "texlive");
-        assert!(errors[0].message.contains("2022, 2024"), "{}", errors[0].message);
+        assert!(
+            errors[0].message.contains("2022, 2024"),
+            "{}",
+            errors[0].message
+        );
     }
 }
