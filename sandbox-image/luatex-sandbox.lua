@@ -59,9 +59,18 @@ local function below(path, prefixes)
   return false
 end
 
+-- luaotfload runs the Lua its configuration names (`fontloader = x.lua`) when the job starts,
+-- before the job's first line can finish the sandbox (below): a configuration the document
+-- wrote or uploaded would run in that window. Only the image's own may be read.
+local CONFIGURATIONS = { ["luaotfload.conf"] = true, ["luaotfloadrc"] = true, [".luaotfloadrc"] = true }
+local function foreign_configuration(path)
+  local name = path:match("([^/]*)$")
+  return CONFIGURATIONS[name:lower()] and path:sub(1, 5) ~= "/usr/"
+end
+
 local function permitted(path)
   if type(path) ~= "string" then return true end -- a file handle, or nothing
-  return below(path, allowed)
+  return below(path, allowed) and not foreign_configuration(path)
 end
 
 local function refused(path)
@@ -123,6 +132,19 @@ local function guard_library(library, names)
   end
 end
 guard_library(fontloader, { "open", "info", "new" })
+-- Feature and AFM files are read by the name given second (fontloader.apply_featurefile(font,
+-- path)).
+if type(fontloader) == "table" then
+  for _, name in ipairs({ "apply_featurefile", "apply_afmfile" }) do
+    local f = fontloader[name]
+    if type(f) == "function" then
+      fontloader[name] = function(font, path, ...)
+        if not permitted(path) then return refused(path) end
+        return f(font, path, ...)
+      end
+    end
+  end
+end
 guard_library(epdf, { "open", "info", "new" })
 guard_library(pdfe, { "open", "info", "new" })
 -- zlib and zziplib open plain files too, by any name.
@@ -274,7 +296,8 @@ local function checked_data(name)
 end
 local engine_reads = {
   find_read_file = function(_, name)
-    if not kpse.in_name_ok(name) then return nil end
+    -- TeX Live 2022's LuaTeX has no in_name_ok; the answer is checked below either way.
+    if kpse.in_name_ok and not kpse.in_name_ok(name) then return nil end
     return checked(kpse.find_file(name, "tex", true))
   end,
   find_image_file = function(name) return checked(kpse.find_file(name, "tex", true)) end,
@@ -341,18 +364,30 @@ local function remove_native_code()
   -- rests on the engine's exit status, so an early exit is always a failed one.
   os.exit = function() original.exit(1) end
 end
+-- debug keeps a traceback and a getinfo without functions: the rest reads and changes any
+-- function's upvalues, this script's originals among them.
+-- (LuaTeX 1.16 and later hold the library back themselves unless started with --luadebug;
+-- TeX Live 2022's 1.15 gives the whole of it.)
+local function restrict_debug()
+  debug = {
+    traceback = original.traceback,
+    getinfo = function(...)
+      local info = original.getinfo(...)
+      if type(info) == "table" then info.func = nil end
+      return info
+    end,
+  }
+  _G.debug = debug
+  package.loaded.debug = debug
+end
 remove_native_code()
+restrict_debug()
+-- TeX Live 2022's LuaTeX installs the whole debug library again after this script, as it does
+-- C module loading: both are taken away again by the job's first line.
 function texfleet_sandbox_finish()
   remove_native_code()
+  restrict_debug()
   texfleet_sandbox_finish = nil
 end
 
-debug = {
-  traceback = original.traceback,
-  getinfo = function(...)
-    local info = original.getinfo(...)
-    if type(info) == "table" then info.func = nil end
-    return info
-  end,
-}
-package.loaded.debug = debug
+

@@ -146,6 +146,7 @@ const MAX_NAME_BYTES: usize = 100;
 
 /// Which year's image a package is looked up in.
 #[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PackageQuery {
     /// A TeX Live year of `GET /info`; default: the default year.
     texlive: Option<String>,

@@ -30,6 +30,24 @@ const RELEASES: [(&str, &str); 3] = [
     ("forky", "Debian 14 (forky, testing)"),
 ];
 
+/// Engines a year does not offer, and why.
+const WITHHELD: [(&str, Engine, &str); 1] = [(
+    "2022",
+    Engine::Lualatex,
+    "TeX Live 2022's LuaTeX (1.15) hands documents a Lua library that texfleet's Lua sandbox \
+     cannot take back before a document's code first runs",
+)];
+
+/// Why `year` does not offer `engine`, if it does not.
+pub fn withheld(year: &str, engine: Engine) -> Option<&'static str> {
+    WITHHELD
+        .iter()
+        .find(|(withheld_year, withheld_engine, _)| {
+            *withheld_year == year && *withheld_engine == engine
+        })
+        .map(|(_, _, why)| *why)
+}
+
 /// One TeX Live year of the deployment.
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({
@@ -83,7 +101,11 @@ impl Year {
             year: year.to_string(),
             texlive: format!("TeX Live {year}{release}"),
             sandbox_image,
-            engines: Engine::VARIANTS.to_vec(),
+            engines: Engine::VARIANTS
+                .iter()
+                .copied()
+                .filter(|engine| withheld(year, *engine).is_none())
+                .collect(),
             collections,
             language_packs,
             other_packages,
@@ -127,6 +149,8 @@ mod tests {
                 .chain(&described.other_packages)
                 .all(|name| !name.contains(' ') && !name.is_empty()));
         }
+        assert!(!year.engines.contains(&Engine::Lualatex));
+        assert!(complete.engines.contains(&Engine::Lualatex));
         let unknown = Year::describe("2030", None);
         assert_eq!(unknown.texlive, "TeX Live 2030");
         assert!(unknown.collections.is_empty());

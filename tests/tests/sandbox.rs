@@ -35,6 +35,7 @@ const LAYERS: &[&str] = &[
     "reads_no_image_files",
     "reads_no_proc",
     "reads_tex_trees",
+    "tex_refuses_absolute_reads",
     "writes_work_directory",
     "cannot_signal_supervisor",
     "cannot_write_supervisor_output",
@@ -55,8 +56,15 @@ async fn every_isolation_layer_is_in_force_inside_a_sandbox() {
     config.sandbox_cpus = 0.5;
     config.sandbox_tmpfs_mb = 64;
     let checks = texfleet_scheduler::check_sandbox(&config).await.unwrap();
+    // Every layer, checked in each TeX Live year's image.
     let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, LAYERS);
+    let expected: Vec<&str> = config
+        .sandbox_images
+        .keys()
+        .flat_map(|_| LAYERS)
+        .copied()
+        .collect();
+    assert_eq!(names, expected);
     let failed: Vec<_> = checks.iter().filter(|c| !c.ok).collect();
     assert!(failed.is_empty(), "layers missing: {failed:#?}");
 }
@@ -144,9 +152,15 @@ async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
         runtimes.contains_key("runsc"),
         "runsc is not registered with this Docker engine (./dev/up registers it)"
     );
+    // TeX Live 2026's kpathsea refuses no read, and gVisor has no Landlock to: no scheduler
+    // may run that image under gVisor (below).
+    const NO_TEX_READ_CHECK: &str = "2026";
     let app = TestApp::spawn_with(|config| {
         config.sandbox_runtime = "runsc".into();
         config.sandbox_memory_mb = 256;
+        config
+            .sandbox_images
+            .retain(|year, _| year != NO_TEX_READ_CHECK);
     })
     .await;
     let job = app
@@ -175,6 +189,23 @@ async fn the_gvisor_runtime_compiles_and_keeps_every_visible_layer() {
         failed.is_empty(),
         "layers missing under gVisor: {failed:#?}"
     );
+    let mut without_tex_check = app.config.clone();
+    without_tex_check.sandbox_images = texfleet_core::Config::load(None)
+        .unwrap()
+        .sandbox_images
+        .into_iter()
+        .filter(|(year, _)| year == NO_TEX_READ_CHECK)
+        .collect();
+    if !without_tex_check.sandbox_images.is_empty() {
+        let refused = texfleet_scheduler::check_sandbox(&without_tex_check)
+            .await
+            .unwrap();
+        let read_check = refused
+            .iter()
+            .find(|c| c.name == "tex_refuses_absolute_reads")
+            .unwrap();
+        assert!(!read_check.ok, "{read_check:?}");
+    }
     let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
     for layer in [
         "seccomp_refuses_sockets",

@@ -159,6 +159,18 @@ fn parse_with(
         }
     };
 
+    if let (Some(engine), Some(year)) = (engine, &texlive) {
+        if let Some(why) = crate::texlive_years::withheld(year, engine) {
+            errors.push(FieldError::new(
+                "engine",
+                format!(
+                    "{} is not offered with TeX Live {year}: {why}",
+                    engine.as_str()
+                ),
+            ));
+        }
+    }
+
     let halt_on_error = match object.get("halt_on_error") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => *flag,

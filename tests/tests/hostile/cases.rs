@@ -196,6 +196,16 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua("local h = io.open('bc.lua', 'wb') h:write(string.dump(function() return 1 end)) h:close() local f = loadfile('bc.lua') tex.print('bytecode-file:' .. (f and 'loaded' or 'refused'))"), SUCCEEDS) },
         Case { text_contains: Some("debug:nil-nil-nil"), ..case("lua debug library", "lualatex",
             lua("tex.print('debug:' .. tostring(debug.getupvalue) .. '-' .. tostring(debug.setupvalue) .. '-' .. tostring(debug.getregistry))"), SUCCEEDS) },
+        // A feature or AFM file is read by the name given second.
+        Case { text_contains: Some("featurefile:refused"), ..case("lua fontloader feature file outside the trees", "lualatex",
+            lua("local f = fontloader.open('/usr/share/texmf/fonts/opentype/public/lm/lmroman10-regular.otf') local a, b = fontloader.apply_featurefile(f, '/etc/passwd') tex.print('featurefile:' .. ((a == nil and tostring(b):find('refused')) and 'refused' or 'read'))"), SUCCEEDS) },
+        // luaotfload runs the Lua its configuration names when the job starts, before the
+        // document's first line: a configuration of the work folder is never read.
+        Case { files: json!([
+                { "path": "luaotfload.conf", "content": "[run]\nfontloader = planted.lua\n" },
+                { "path": "planted.lua", "content": "texio.write_nl('PLANTED-FONTLOADER-RAN') fonts = fonts or {}" }]),
+            log_lacks: Some("PLANTED-FONTLOADER-RAN"),
+            ..case("luaotfload configuration of the work folder", "lualatex", doc("Hello"), ANY_END) },
         Case { text_contains: Some("loadlib:nil-nil"), ..case("lua C modules", "lualatex",
             lua("tex.print('loadlib:' .. tostring(package.loadlib) .. '-' .. tostring(package.searchers[3]))"), SUCCEEDS) },
         Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands without the shell", "lualatex",

@@ -205,3 +205,14 @@ fn a_texlive_year_is_one_of_the_server_s_or_its_default() {
         );
     }
 }
+
+#[test]
+fn an_engine_a_year_withholds_is_refused() {
+    let body =
+        json!({ "project_id": PROJECT, "latex": "x", "texlive": "2022", "engine": "lualatex" });
+    let errors = parse(body, &limits()).err().unwrap();
+    assert_eq!(fields(errors), ["engine"]);
+    let body =
+        json!({ "project_id": PROJECT, "latex": "x", "texlive": "2024", "engine": "lualatex" });
+    assert!(parse(body, &limits()).is_ok());
+}

@@ -79,6 +79,25 @@ pub fn run() -> io::Result<()> {
         );
         checks.add("reads_tex_trees", texmf.is_ok(), format!("{texmf:?}"));
     }
+    // Where no Landlock keeps reads to the trees (gVisor), TeX's own check must: TeX Live 2026's
+    // kpathsea no longer refuses any name (openin_any has no effect there).
+    let kpsewhich = crate::process::Program::new(
+        "/usr/bin/kpsewhich",
+        &["-progname=pdflatex", "-safe-in-name=/etc/passwd"],
+        &[
+            "PATH=/usr/bin".to_string(),
+            "LANG=C.UTF-8".to_string(),
+            format!("HOME={}", confine::HOME),
+        ],
+    );
+    let kpathsea = crate::process::spawn(&kpsewhich, None, None, || Ok(()))
+        .map_err(|e| e.to_string())
+        .and_then(|child| waitpid(child, None).map_err(|e| e.to_string()));
+    checks.add(
+        "tex_refuses_absolute_reads",
+        enforced || matches!(kpathsea, Ok(WaitStatus::Exited(_, code)) if code != 0),
+        format!("kpsewhich -safe-in-name=/etc/passwd: {kpathsea:?}"),
+    );
     let work = std::fs::write("/work/.check-probe", b"x");
     checks.add("writes_work_directory", work.is_ok(), format!("{work:?}"));
     let _ = std::fs::remove_file("/work/.check-probe");
