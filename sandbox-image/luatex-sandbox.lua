@@ -194,20 +194,23 @@ guard_files(pdf, { "obj", "immediateobj" }, "pdf object from", function(...)
 end)
 -- MetaPost opens what its find_file callback answers with C's fopen, and the name as given
 -- when there is none: the answer is checked either way.
+-- MetaPost gets a plain table of its own whatever it was given (none, or one whose metatable
+-- would swallow the check), since LuaTeX reads the options raw.
 if type(mplib) == "table" and mplib.new then
   local new = mplib.new
-  mplib.new = function(...)
-    local spec = ...
-    if type(spec) == "table" then
-      local find = type(spec.find_file) == "function" and spec.find_file
-        or function(name) return name end
-      spec.find_file = function(...)
-        local file = find(...)
-        if type(file) == "string" and not permitted(file) then return nil end
-        return file
-      end
+  mplib.new = function(given, ...)
+    local spec = {}
+    if type(given) == "table" then
+      for key, value in next, given do rawset(spec, key, value) end
     end
-    return new(...)
+    local theirs = rawget(spec, "find_file")
+    local find = type(theirs) == "function" and theirs or function(name) return name end
+    rawset(spec, "find_file", function(...)
+      local file = find(...)
+      if type(file) == "string" and not permitted(file) then return nil end
+      return file
+    end)
+    return new(spec, ...)
   end
 end
 

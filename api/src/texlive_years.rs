@@ -34,8 +34,8 @@ const RELEASES: [(&str, &str); 3] = [
 const WITHHELD: [(&str, Engine, &str); 1] = [(
     "2022",
     Engine::Lualatex,
-    "TeX Live 2022's LuaTeX (1.15) hands documents a Lua library that texfleet's Lua sandbox \
-     cannot take back before a document's code first runs",
+    "TeX Live 2022's LuaTeX (1.15) does not hold Lua's debug library back, and a document's \
+     Lua can still run before the sandbox is finished",
 )];
 
 /// Why `year` does not offer `engine`, if it does not.

@@ -270,6 +270,30 @@ async fn json_and_github_outputs_are_for_machines() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_texlive_year_is_chosen_with_a_flag() {
+    let app = TestApp::spawn().await;
+    let folder = Folder::new();
+    folder.write(
+        "doc.tex",
+        "\\documentclass{article}\\begin{document}LaTeX of \\fmtversion.\\end{document}",
+    );
+    let output = texfleet(
+        &app,
+        &folder.0,
+        &["compile", "doc.tex", "--texlive", "2022", "--json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["job"]["texlive"], "2022", "{result:#}");
+    let pdf = std::fs::read(folder.0.join("doc.pdf")).unwrap();
+    assert!(texfleet_e2e::pdf_text(&pdf).contains("LaTeX of 2022"));
+    // Not a year: refused before anything is sent.
+    let output = texfleet(&app, &folder.0, &["compile", "doc.tex", "--texlive", "22"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("four digits"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn exit_codes_tell_a_script_what_went_wrong() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let folder = Folder::new();

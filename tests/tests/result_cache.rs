@@ -166,7 +166,10 @@ async fn any_change_another_project_an_opt_out_or_another_image_is_a_miss() {
     }
     // Another sandbox image (as after an upgrade): the original's result no longer stands.
     let upgraded = app
-        .execute("UPDATE schedulers SET image_id = 'sha256:another-image'")
+        .execute(&format!(
+            "UPDATE schedulers SET images = jsonb_set(images, '{{{}}}', '\"sha256:another-image\"')",
+            app.config.default_texlive
+        ))
         .await;
     assert_eq!(upgraded, 1);
     let after_upgrade: Value = app.post_compile(&base).await.json().await.unwrap();

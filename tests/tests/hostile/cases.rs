@@ -196,6 +196,11 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua("local h = io.open('bc.lua', 'wb') h:write(string.dump(function() return 1 end)) h:close() local f = loadfile('bc.lua') tex.print('bytecode-file:' .. (f and 'loaded' or 'refused'))"), SUCCEEDS) },
         Case { text_contains: Some("debug:nil-nil-nil"), ..case("lua debug library", "lualatex",
             lua("tex.print('debug:' .. tostring(debug.getupvalue) .. '-' .. tostring(debug.setupvalue) .. '-' .. tostring(debug.getregistry))"), SUCCEEDS) },
+        // MetaPost with no options, or options whose metatable swallows the sandbox's check.
+        Case { text_lacks: Some("packageBiber"), ..case("lua metapost without options", "lualatex",
+            lua("local mp = mplib.new() local r = mp:execute('string s; s := readfrom \"/usr/share/perl5/Biber.pm\"; show s;') tex.print(-2, 'mp:' .. tostring(r and r.term))"), SUCCEEDS) },
+        Case { text_lacks: Some("packageBiber"), ..case("lua metapost options that swallow the check", "lualatex",
+            lua("local mp = mplib.new(setmetatable({ini_version = true}, {__newindex = function() end})) local r = mp:execute('string s; s := readfrom \"/usr/share/perl5/Biber.pm\"; show s;') tex.print(-2, 'mp:' .. tostring(r and r.term))"), SUCCEEDS) },
         // A feature or AFM file is read by the name given second.
         Case { text_contains: Some("featurefile:refused"), ..case("lua fontloader feature file outside the trees", "lualatex",
             lua("local f = fontloader.open('/usr/share/texmf/fonts/opentype/public/lm/lmroman10-regular.otf') local a, b = fontloader.apply_featurefile(f, '/etc/passwd') tex.print('featurefile:' .. ((a == nil and tostring(b):find('refused')) and 'refused' or 'read'))"), SUCCEEDS) },
