@@ -6,22 +6,9 @@
 use serde_json::json;
 use std::time::Duration;
 use texfleet_core::storage::StorageError;
-use texfleet_e2e::{eventually, eventually_some, free_port, Outage, TestApp, HELLO};
-
-/// One series of the scheduler's own metrics endpoint (`name{labels}` as exported).
-async fn metric(http: &reqwest::Client, address: &str, series: &str) -> Option<f64> {
-    let text = http
-        .get(format!("http://{address}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-}
+use texfleet_e2e::{
+    eventually, eventually_some, free_port, scheduler_metric, Outage, TestApp, HELLO,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn uploads_wait_out_an_object_store_outage() {
@@ -33,9 +20,10 @@ async fn uploads_wait_out_an_object_store_outage() {
     })
     .await;
     let http = reqwest::Client::new();
-    let upload_retries = || metric(&http, &metrics_address, "texfleet_upload_retries_total");
+    let upload_retries =
+        || scheduler_metric(&http, &metrics_address, "texfleet_upload_retries_total");
     let retention_kept = || {
-        metric(
+        scheduler_metric(
             &http,
             &metrics_address,
             "texfleet_retention_jobs_total{result=\"kept\"}",

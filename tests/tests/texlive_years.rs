@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use texfleet_e2e::{eventually, free_port, pdf_text, SchedulerProcess, TestApp};
+use texfleet_e2e::{eventually, free_port, pdf_text, scheduler_metric, SchedulerProcess, TestApp};
 
 /// The LaTeX format's date, which each TeX Live year's image has its own of.
 const FORMAT_VERSION: &str =
@@ -174,17 +174,8 @@ async fn schedulers_of_different_years_each_claim_their_own_and_an_unserved_year
         .await;
     assert_eq!(served["sandbox_image"], ids[&new].as_str(), "{served:#}");
     // The scheduler of the default year never takes the other year's job: it waits, counted.
-    let unserved = || async {
-        let text = reqwest::get(format!("http://{metrics}/metrics"))
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .find_map(|line| line.strip_prefix("texfleet_queue_unserved_jobs "))
-            .and_then(|value| value.trim().parse::<f64>().ok())
-    };
+    let http = reqwest::Client::new();
+    let unserved = || scheduler_metric(&http, &metrics, "texfleet_queue_unserved_jobs");
     eventually(
         Duration::from_secs(30),
         "the unserved job is counted",
