@@ -22,10 +22,17 @@
 -- program's name only, and start it without the shell. os.exit always exits with a failure
 -- (see remove_native_code).
 
-local allowed = {
+local image_trees = {
   "/usr/share/texlive/", "/usr/share/texmf/", "/usr/share/fonts/", "/usr/share/texfleet/",
-  "/var/lib/texmf/", "/etc/texmf/", "/etc/fonts/", "/work/", "/tmp/texmf-var/",
+  "/var/lib/texmf/", "/etc/texmf/", "/etc/fonts/",
 }
+local allowed = { "/work/", "/tmp/texmf-var/" }
+for _, tree in ipairs(image_trees) do allowed[#allowed + 1] = tree end
+-- Until the job's first line has finished the sandbox, Lua code is loaded from the image only:
+-- the format's code runs at \everyjob, before that line, and requires its modules by name,
+-- which kpathsea finds in the work folder first (an uploaded ltluatex.lua would run there and
+-- could undo what the first line does).
+local finished = false
 
 local lfs, kpse, io, os, package, debug = lfs, kpse, io, os, package, debug
 local type, select, error, tostring, concat = type, select, error, tostring, table.concat
@@ -241,8 +248,12 @@ local function text_load(chunk, name, mode, ...)
   return original.load(chunk, name, mode)
 end
 
+local function loadable(path)
+  return permitted(path) and (finished or below(path, image_trees))
+end
+
 local function text_loadfile(path, mode, ...)
-  if path ~= nil and not permitted(path) then return refused(path) end
+  if path ~= nil and not loadable(path) then return refused(path) end
   if select("#", ...) > 0 then
     return original.loadfile(path, "t", ...)
   end
@@ -339,11 +350,23 @@ dofile = function(path)
   return chunk()
 end
 
--- require: Lua modules found by kpathsea or package.path, loaded as text; no C modules.
+-- The first of kpathsea's matches for `name` in the image's trees.
+local function image_module(name)
+  for _, file in ipairs(kpse.lookup(name, { format = "lua", all = true }) or {}) do
+    if below(file, image_trees) then return file end
+  end
+end
+-- require: Lua modules found by kpathsea or package.path, loaded as text; no C modules. Before
+-- the job's first line, only the image's.
 local function lua_searcher(name)
-  local file = kpse.find_file(name, "lua")
-    or kpse.find_file((name:gsub("%.", "/")), "lua")
-    or package.searchpath(name, package.path)
+  local file
+  if finished then
+    file = kpse.find_file(name, "lua")
+      or kpse.find_file((name:gsub("%.", "/")), "lua")
+      or package.searchpath(name, package.path)
+  else
+    file = image_module(name) or image_module((name:gsub("%.", "/")))
+  end
   if not file then
     return "\n\tno Lua module '" .. name .. "' (texfleet sandbox)"
   end
@@ -390,6 +413,7 @@ restrict_debug()
 function texfleet_sandbox_finish()
   remove_native_code()
   restrict_debug()
+  finished = true
   texfleet_sandbox_finish = nil
 end
 

@@ -116,6 +116,11 @@ impl Connections {
         capped && open.held_by(counted_as(peer)) >= self.limits.max_per_address
     }
 
+    /// Whether `peer` is a trusted proxy, whose connections carry many clients.
+    pub fn is_trusted_proxy(&self, peer: IpAddr) -> bool {
+        self.limits.trusted_proxies.contains(peer)
+    }
+
     /// A place for a connection from `peer` ([`Connections::refuses`] comes first); when the
     /// API is full, another connection is closed to make room (see the module's
     /// documentation).
@@ -138,7 +143,7 @@ impl Connections {
                 closed.evicted.cancel();
             }
         }
-        let proxy = self.limits.trusted_proxies.contains(peer);
+        let proxy = self.is_trusted_proxy(peer);
         let id = open.insert(address, proxy, activity.clone());
         metrics::set_open_connections(open.by_id.len());
         Slot {

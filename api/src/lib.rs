@@ -23,6 +23,7 @@ mod metrics;
 mod problem;
 mod problem_code;
 mod project_database;
+mod read_pacing;
 mod receiving;
 mod request;
 mod routes;

@@ -120,6 +120,15 @@ pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static READS_PACED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter_with_registry!(
+        "texfleet_http_reads_paced_total",
+        "Times a connection was not read for a while because its network (an IPv4 /24, an IPv6 /48) had sent more than 1 MiB besides requests, refilled at 64 KiB a second: HTTP/2 control frames, requests answered 429.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 pub static TOKENS_REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec_with_registry!(
         "texfleet_http_tokens_refused_total",
@@ -136,6 +145,7 @@ pub fn init() {
     LazyLock::force(&HTTP_DURATION);
     LazyLock::force(&CONNECTIONS_OPEN);
     LazyLock::force(&CONNECTIONS_REFUSED);
+    LazyLock::force(&READS_PACED);
     LazyLock::force(&ANSWER_BYTES_HELD);
     for reason in ["header_timeout", "idle_timeout", "stalled", "evicted"] {
         CONNECTIONS_CLOSED.with_label_values(&[reason]);

@@ -1,15 +1,18 @@
 //! Serving HTTP connections with bounds, so that slow or silent clients cannot hold the API:
 //! which connections stay open, and for how long, is [`crate::connections`]'s to decide;
 //! request bodies must arrive within `body_timeout_seconds` ([`crate::receiving`]); HTTP/2 peers
-//! that stop answering pings are dropped. On shutdown the listener closes, waiting requests
+//! that stop answering pings are dropped; what a network sends besides requests is read at a
+//! bounded pace ([`crate::read_pacing`]). On shutdown the listener closes, waiting requests
 //! are answered at once and in-flight ones finish before the connections close.
 
 use crate::client_address::Peer;
 use crate::connections::{Connections, Slot};
 use crate::metrics;
+use crate::read_pacing::{self, Meter, Paced, ReadPacing};
 use crate::sending::Charge;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::StatusCode;
 use axum::Router;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -84,6 +87,7 @@ pub async fn serve(
         .keep_alive_timeout(HTTP2_PING)
         .max_concurrent_streams(HTTP2_STREAMS)
         .max_send_buf_size(ANSWER_PIECE);
+    let pacing = ReadPacing::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -107,7 +111,8 @@ pub async fn serve(
             continue;
         }
         let slot = connections.admit(peer.ip());
-        let connection = serve_connection(&builder, stream, slot, router.clone(), &graceful);
+        let meter = pacing.meter(peer.ip(), connections.is_trusted_proxy(peer.ip()));
+        let connection = serve_connection(&builder, stream, slot, meter, router.clone(), &graceful);
         tokio::spawn(connection);
     }
     drop(listener);
@@ -124,25 +129,35 @@ fn serve_connection(
     builder: &Builder<TokioExecutor>,
     stream: TcpStream,
     slot: Slot,
+    meter: Meter,
     router: Router,
     graceful: &GracefulShutdown,
 ) -> impl Future<Output = ()> + Send + 'static {
     let peer = stream.peer_addr().map(|address| address.ip()).ok();
     let activity = slot.activity.clone();
+    let reads = meter.clone();
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let mut in_flight = activity.begin();
         if let Some(peer) = peer {
             request.extensions_mut().insert(Peer(peer));
         }
+        let head = read_pacing::head_bytes(&request);
+        meter.give_back(head);
         let receiving = activity.clone();
+        let body_meter = meter.clone();
         let response = router.clone().oneshot(request.map(|body| {
             Body::new(Receiving {
                 body,
                 activity: receiving,
+                meter: body_meter,
             })
         }));
+        let meter = meter.clone();
         async move {
             let mut response = response.await?;
+            if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                meter.charge(head);
+            }
             in_flight.answering();
             let charge = response.extensions_mut().remove::<Charge>();
             Ok::<_, std::convert::Infallible>(response.map(|body| {
@@ -157,7 +172,7 @@ fn serve_connection(
     });
     let connection = graceful.watch(
         builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .serve_connection_with_upgrades(TokioIo::new(Paced::new(stream, reads)), service)
             .into_owned(),
     );
     async move {
@@ -173,10 +188,12 @@ fn serve_connection(
     }
 }
 
-/// A request body whose every frame counts as progress of its connection.
+/// A request body whose every frame counts as progress of its connection, and whose bytes
+/// are given back to its connection's [`Meter`].
 struct Receiving {
     body: Incoming,
     activity: Arc<crate::connections::Activity>,
+    meter: Meter,
 }
 
 impl hyper::body::Body for Receiving {
@@ -192,6 +209,9 @@ impl hyper::body::Body for Receiving {
             // An empty frame costs nothing to send: it is no progress.
             if frame.data_ref().is_none_or(|data| !data.is_empty()) {
                 self.activity.progress();
+            }
+            if let Some(data) = frame.data_ref() {
+                self.meter.give_back(data.len());
             }
         }
         frame

@@ -3,7 +3,7 @@
 
 use crate::TestApp;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// The API's address.
@@ -25,4 +25,20 @@ pub fn client_from(from: &str) -> reqwest::Client {
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap()
+}
+
+/// `GET /healthz` from the loopback address `from`, answered `200` within `limit`.
+pub async fn served_within(app: &TestApp, from: &str, limit: Duration) {
+    let started = Instant::now();
+    let response = client_from(from)
+        .get(format!("{}/healthz", app.url))
+        .send()
+        .await
+        .expect("another client is answered");
+    assert_eq!(response.status(), 200);
+    assert!(
+        started.elapsed() < limit,
+        "another client waited {:?}",
+        started.elapsed()
+    );
 }

@@ -4,31 +4,16 @@
 //! client is being served.
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use texfleet_e2e::{
-    address_of, client_from, closed_within, connect_from, eventually, metric, TestApp, HELLO,
+    address_of, client_from, closed_within, connect_from, eventually, metric, served_within,
+    TestApp, HELLO,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
-
-/// `GET /healthz` from another client, within `limit`.
-async fn served_within(app: &TestApp, from: &str, limit: Duration) {
-    let started = Instant::now();
-    let response = client_from(from)
-        .get(format!("{}/healthz", app.url))
-        .send()
-        .await
-        .expect("another client is answered");
-    assert_eq!(response.status(), 200);
-    assert!(
-        started.elapsed() < limit,
-        "another client waited {:?}",
-        started.elapsed()
-    );
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn eleven_hundred_silent_connections_leave_room_for_a_client() {

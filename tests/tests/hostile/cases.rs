@@ -211,6 +211,15 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
                 { "path": "planted.lua", "content": "texio.write_nl('PLANTED-FONTLOADER-RAN') fonts = fonts or {}" }]),
             log_lacks: Some("PLANTED-FONTLOADER-RAN"),
             ..case("luaotfload configuration of the work folder", "lualatex", doc("Hello"), ANY_END) },
+        // The format's code runs at \everyjob, before the document's first line, and requires
+        // its modules by name: those of the work folder are not the format's. The document's
+        // own modules load as usual.
+        Case { files: json!([
+                { "path": "ltluatex.lua", "content": "texio.write_nl('PLANTED-MODULE-RAN') texfleet_sandbox_finish = function() end" },
+                { "path": "ownmodule.lua", "content": "return { word = 'OWN-MODULE-LOADED' }" }]),
+            log_lacks: Some("PLANTED-MODULE-RAN"), text_contains: Some("OWN-MODULE-LOADED"),
+            ..case("lua module of the work folder before the first line", "lualatex",
+                lua("tex.print(require('ownmodule').word)"), SUCCEEDS) },
         Case { text_contains: Some("loadlib:nil-nil"), ..case("lua C modules", "lualatex",
             lua("tex.print('loadlib:' .. tostring(package.loadlib) .. '-' .. tostring(package.searchers[3]))"), SUCCEEDS) },
         Case { text_contains: Some("exec:nil-nil-nil"), ..case("lua commands without the shell", "lualatex",

@@ -12,7 +12,9 @@
 //! set up state that a format does not carry (babel's Hebrew turns on TeX--XeT's right-to-left
 //! typesetting, which a format leaves off): this is what keeps a hit the same document as a
 //! compile without the cache. (The bytes need not match: a format's colour stack starts with
-//! one operator fewer.)
+//! one operator fewer, and fonts the preamble loaded have other numbers. So when the format
+//! is kept, the PDF of its pass is the compile's: byte for byte what a later compile that
+//! loads it writes.)
 
 use super::engine::Engine;
 use super::eps;
@@ -153,9 +155,17 @@ pub fn dump(
             }
         }
     }
+    // A kept format's pass gives the PDF: the same pages as the compile's, and the same bytes
+    // as every later compile that loads the format, so that the same request gives the same
+    // PDF whether or not the format was there yet.
+    let from_the_pass = |name: &str| matches!(judged, Dump::Built { .. }) && name == PDF_FILE;
     for name in KEPT {
-        let _ = fs::remove_file(name);
-        let _ = fs::rename(aside(name), name);
+        if from_the_pass(name) {
+            let _ = fs::remove_file(aside(name));
+        } else {
+            let _ = fs::remove_file(name);
+            let _ = fs::rename(aside(name), name);
+        }
     }
     let _ = fs::remove_file(FORMAT_FILE);
     match judged {

@@ -1,0 +1,267 @@
+//! How fast the API reads what a network sends besides requests. HTTP/2 control frames (PING,
+//! PRIORITY, SETTINGS, frames of unknown types) cost the API work to parse and answer, but
+//! never become a request that a rate or a connection deadline counts: a flood of them over a
+//! hundred connections from one address, without a token, kept the API's CPU busy and every
+//! other client waiting seconds.
+//!
+//! So every byte read from a connection is charged to its network (an IPv4 /24, an IPv6 /48,
+//! as for the token lookups' waiting room), and given back when it turns out to be a
+//! request's head or a frame of its body. A network may owe [`BURST`] bytes, refilled at
+//! [`RATE`] a second; while it owes more, none of its connections is read, so a flood slows to
+//! that rate however many connections or addresses of the network carry it. A request
+//! answered `429` is charged again, so a client pipelining requests past its rate is paced
+//! too, instead of being answered as fast as it sends. Trusted proxies' connections are not
+//! paced: they carry everyone's requests.
+//!
+//! The bucket is written here rather than taken from `governor` (the request rate's limiter),
+//! which cannot give back what it has counted.
+
+use crate::metrics;
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// Bytes a second a network may send besides requests: a browser's control frames and
+/// window updates are a few kilobytes a minute.
+const RATE: f64 = 64.0 * 1024.0;
+/// What a network may send besides requests before it is paced.
+const BURST: f64 = 1024.0 * 1024.0;
+/// The longest a paced read waits before it looks at its network's bucket again.
+const LONGEST_WAIT: Duration = Duration::from_millis(250);
+/// Networks whose buckets are kept before the full ones (as good as new) are dropped.
+const PRUNE_AT: usize = 1024;
+
+/// The buckets of the networks that owe something.
+#[derive(Default)]
+pub struct ReadPacing {
+    buckets: Mutex<Buckets>,
+}
+
+#[derive(Default)]
+struct Buckets {
+    by_network: HashMap<IpAddr, Bucket>,
+    prune_at: usize,
+}
+
+/// What a network may still send besides requests, as of `at`.
+struct Bucket {
+    left: f64,
+    at: Instant,
+}
+
+impl ReadPacing {
+    pub fn new() -> Arc<ReadPacing> {
+        Arc::new(ReadPacing::default())
+    }
+
+    /// The meter of a connection from `peer`; a trusted proxy's is never paced.
+    pub fn meter(self: &Arc<Self>, peer: IpAddr, trusted_proxy: bool) -> Meter {
+        Meter {
+            network: (!trusted_proxy).then(|| (self.clone(), network_of(peer))),
+        }
+    }
+
+    /// Adds `change` to what `network` may still send and returns what it may send then.
+    fn update(&self, network: IpAddr, change: f64) -> f64 {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().expect("not poisoned");
+        let bucket = buckets.by_network.entry(network).or_insert(Bucket {
+            left: BURST,
+            at: now,
+        });
+        let refilled = bucket.left + RATE * now.duration_since(bucket.at).as_secs_f64();
+        bucket.left = (refilled + change).min(BURST);
+        bucket.at = now;
+        let left = bucket.left;
+        buckets.prune(now);
+        left
+    }
+}
+
+impl Buckets {
+    /// Drops the buckets that have refilled, once the map has doubled since it was last
+    /// pruned: a bucket as good as new need not be kept.
+    fn prune(&mut self, now: Instant) {
+        if self.by_network.len() < self.prune_at.max(PRUNE_AT) {
+            return;
+        }
+        self.by_network.retain(|_, bucket| {
+            bucket.left + RATE * now.duration_since(bucket.at).as_secs_f64() < BURST
+        });
+        self.prune_at = 2 * self.by_network.len();
+    }
+}
+
+/// The network a connection's reads are paced under.
+fn network_of(peer: IpAddr) -> IpAddr {
+    texfleet_core::network::of(peer, 24, 48)
+}
+
+/// One connection's account with its network's bucket.
+#[derive(Clone)]
+pub struct Meter {
+    network: Option<(Arc<ReadPacing>, IpAddr)>,
+}
+
+impl Meter {
+    /// Counts `bytes` read, or a refused request's head charged again.
+    pub fn charge(&self, bytes: usize) {
+        if let Some((pacing, network)) = &self.network {
+            pacing.update(*network, -(bytes as f64));
+        }
+    }
+
+    /// Gives back `bytes` that were a request's head or body.
+    pub fn give_back(&self, bytes: usize) {
+        if let Some((pacing, network)) = &self.network {
+            pacing.update(*network, bytes as f64);
+        }
+    }
+
+    /// How long to wait before reading again, if the network owes more than its burst.
+    fn wait(&self) -> Option<Duration> {
+        let (pacing, network) = self.network.as_ref()?;
+        let left = pacing.update(*network, 0.0);
+        (left < 0.0).then(|| Duration::from_secs_f64(-left / RATE).min(LONGEST_WAIT))
+    }
+}
+
+/// The bytes of a request's head as HTTP/1 sends them, about: what a request gives back of
+/// what its connection was charged (HTTP/2 compresses heads, so it gets back more).
+pub fn head_bytes<B>(request: &axum::http::Request<B>) -> usize {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(1, |target| target.as_str().len());
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    request.method().as_str().len() + target + "  HTTP/1.1\r\n\r\n".len() + headers
+}
+
+/// A connection's stream whose reads are charged to its [`Meter`], and wait while the
+/// meter's network owes more than its burst.
+pub struct Paced<S> {
+    inner: S,
+    meter: Meter,
+    waiting: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> Paced<S> {
+    pub fn new(inner: S, meter: Meter) -> Paced<S> {
+        Paced {
+            inner,
+            meter,
+            waiting: None,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if let Some(waiting) = self.waiting.as_mut() {
+                ready!(waiting.as_mut().poll(cx));
+                self.waiting = None;
+            }
+            match self.meter.wait() {
+                Some(wait) => {
+                    metrics::READS_PACED.inc();
+                    self.waiting = Some(Box::pin(tokio::time::sleep(wait)));
+                }
+                None => break,
+            }
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        let read = buf.filled().len() - before;
+        self.meter.charge(read);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Paced<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_network_owing_its_burst_waits_and_requests_cost_it_nothing() {
+        let pacing = ReadPacing::new();
+        let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+        let neighbour = pacing.meter("192.0.2.8".parse().unwrap(), false);
+        let other = pacing.meter("198.51.100.1".parse().unwrap(), false);
+        // Requests' bytes are given back: any amount of them is free.
+        for _ in 0..100 {
+            flooding.charge(64 * 1024);
+            flooding.give_back(64 * 1024);
+        }
+        assert_eq!(flooding.wait(), None);
+        flooding.charge(BURST as usize + 32 * 1024);
+        assert_eq!(flooding.wait(), Some(Duration::from_millis(250)));
+        assert!(neighbour.wait().is_some(), "one network, one bucket");
+        assert_eq!(other.wait(), None);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(flooding.wait(), None, "refilled at 64 KiB a second");
+        let proxy = pacing.meter("192.0.2.9".parse().unwrap(), true);
+        proxy.charge(100 * BURST as usize);
+        assert_eq!(proxy.wait(), None);
+        assert!(neighbour.wait().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refilled_buckets_are_dropped() {
+        let pacing = ReadPacing::new();
+        for host in 1..PRUNE_AT as u32 {
+            let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
+            pacing.meter(peer, false).charge(1);
+        }
+        tokio::time::advance(Duration::from_secs(1)).await;
+        pacing
+            .meter("198.51.100.1".parse().unwrap(), false)
+            .charge(1);
+        assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 1);
+    }
+}
