@@ -1,15 +1,21 @@
 //! Bytes that never become requests: HTTP/2 control frames sent as fast as a network can, over
 //! every connection its address may hold, against the real API while another client asks.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use texfleet_e2e::{address_of, connect_from, eventually, metric, served_within, TestApp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+/// What a network may send besides requests before it is paced, and its pace a second.
+const BURST: f64 = 1024.0 * 1024.0;
+const RATE: f64 = 64.0 * 1024.0;
 
 /// Frames no limit on requests counts, each answered or parsed by the API: PING (answered
-/// with a PING), PRIORITY of a stream never opened, and a frame of an unknown type.
+/// with a PING of 17 bytes), PRIORITY of a stream never opened, and a frame of an unknown
+/// type; 44 bytes in all.
 fn control_frames() -> Vec<u8> {
     let ping = [&[0, 0, 8, 6, 0, 0, 0, 0, 0][..], &[7; 8]].concat();
     let priority = [0, 0, 5, 2, 0, 0, 0, 0, 3, 0, 0, 0, 1, 16];
@@ -28,15 +34,20 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
     let app = TestApp::spawn_api_only(|_| {}).await;
     let address = address_of(&app);
     let frames = control_frames();
+    let answered = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
     let mut flood = tokio::task::JoinSet::new();
     // Every connection one address may hold (`max_connections_per_address`), from a network
     // of its own.
     for _ in 0..128 {
         let (mut reading, mut writing) = connect_from("127.0.1.1", address).await.into_split();
-        // The answers (PINGs) are read, so that the API is never held back by a full buffer.
+        // The answers are read, so that the API is never held back by a full buffer.
+        let answered = answered.clone();
         flood.spawn(async move {
             let mut sink = vec![0; 64 * 1024];
-            while reading.read(&mut sink).await.is_ok_and(|read| read > 0) {}
+            while let Ok(read @ 1..) = reading.read(&mut sink).await {
+                answered.fetch_add(read as u64, Ordering::Relaxed);
+            }
         });
         let frames = frames.clone();
         flood.spawn(async move {
@@ -52,5 +63,72 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
     for _ in 0..5 {
         served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
     }
+    // The API read at most its burst and its pace of the flood, so it answered at most a PING
+    // (17 bytes) for every 44 bytes of that, besides each connection's SETTINGS.
+    let answered = answered.load(Ordering::Relaxed) as f64;
+    let read_at_most = BURST + RATE * started.elapsed().as_secs_f64();
+    assert!(
+        answered <= read_at_most * 17.0 / 44.0 + 128.0 * 64.0,
+        "the API answered {answered} bytes of a flood it should have read at most {read_at_most} of"
+    );
+    flood.abort_all();
+}
+
+/// Answers in `received` (with the end of the previous chunk before it) that start with
+/// `HTTP/1.1 `.
+fn answers_in(received: &[u8]) -> usize {
+    received.windows(9).filter(|w| *w == b"HTTP/1.1 ").count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_pipelined_past_their_address_rate_are_read_at_a_pace() {
+    let app = TestApp::spawn_api_only(|config| {
+        config.address_rate_limit_per_second = 50;
+        config.address_rate_limit_burst = 50;
+    })
+    .await;
+    let address = address_of(&app);
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
+        "p".repeat(2000)
+    );
+    let requests = request.repeat(100).into_bytes();
+    let answers = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut flood = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (mut reading, mut writing) = connect_from("127.0.2.1", address).await.into_split();
+        let answers = answers.clone();
+        flood.spawn(async move {
+            let mut received = vec![0; 8];
+            let mut chunk = vec![0; 64 * 1024];
+            while let Ok(read @ 1..) = reading.read(&mut chunk).await {
+                received.truncate(8);
+                received.extend_from_slice(&chunk[..read]);
+                answers.fetch_add(answers_in(&received) as u64, Ordering::Relaxed);
+                received.drain(..received.len() - 8);
+            }
+        });
+        let requests = requests.clone();
+        flood.spawn(async move { while writing.write_all(&requests).await.is_ok() {} });
+    }
+    eventually(Duration::from_secs(10), "the flood is paced", || async {
+        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Each `429` is charged: the API read at most its burst and its pace of the requests, and
+    // a last read of each connection (hyper's HTTP/1 buffer, 64 KiB) past them, besides the
+    // requests within the address's rate.
+    let answers = answers.load(Ordering::Relaxed) as f64;
+    let seconds = started.elapsed().as_secs_f64();
+    let read_at_most = BURST + RATE * seconds + 4.0 * 64.0 * 1024.0;
+    assert!(
+        answers <= read_at_most / request.len() as f64 + 50.0 * (1.0 + seconds),
+        "the API answered {answers} requests past their rate, of {} bytes each, where it should \
+         have read at most {read_at_most} bytes",
+        request.len()
+    );
     flood.abort_all();
 }
