@@ -31,8 +31,9 @@ use tokio::time::{Instant, Sleep};
 /// Bytes a second a network may send besides requests: a browser's control frames and
 /// window updates are a few kilobytes a minute.
 const RATE: f64 = 64.0 * 1024.0;
-/// What a network may send besides requests before it is paced.
-const BURST: f64 = 1024.0 * 1024.0;
+/// What a network may send besides requests before it is paced: room, too, for what HTTP/2
+/// reads ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
+const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 /// The longest a paced read waits before it looks at its network's bucket again.
 const LONGEST_WAIT: Duration = Duration::from_millis(250);
 /// Networks whose buckets are kept before the full ones (as good as new) are dropped.

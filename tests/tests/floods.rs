@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
 /// What a network may send besides requests before it is paced, and its pace a second.
-const BURST: f64 = 1024.0 * 1024.0;
+const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 const RATE: f64 = 64.0 * 1024.0;
 
 /// Frames no limit on requests counts, each answered or parsed by the API: PING (answered
