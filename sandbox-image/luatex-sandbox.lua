@@ -350,9 +350,10 @@ dofile = function(path)
   return chunk()
 end
 
--- The first of kpathsea's matches for `name` in the image's trees.
+-- The first of kpathsea's matches for `name` in the image's trees (lookup gives them all as
+-- values).
 local function image_module(name)
-  for _, file in ipairs(kpse.lookup(name, { format = "lua", all = true }) or {}) do
+  for _, file in ipairs({ kpse.lookup(name, { format = "lua", all = true }) }) do
     if below(file, image_trees) then return file end
   end
 end
