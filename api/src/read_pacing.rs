@@ -6,7 +6,7 @@
 //!
 //! So every byte read from a connection is charged to its network (an IPv4 /24, an IPv6 /48,
 //! as for the token lookups' waiting room), and given back when it turns out to be a
-//! request's head or a frame of its body. A network may owe [`BURST`] bytes, refilled at
+//! request's head or a frame of its body ([`head_credit`]). A network may owe [`BURST`] bytes, refilled at
 //! [`RATE`] a second; while it owes more, none of its connections is read, so a flood slows to
 //! that rate however many connections or addresses of the network carry it. A request
 //! answered `429` is charged again, so a client pipelining requests past its rate is paced
@@ -134,9 +134,11 @@ impl Meter {
     }
 }
 
-/// The bytes of a request's head as HTTP/1 sends them, about: what a request gives back of
-/// what its connection was charged (HTTP/2 compresses heads, so it gets back more).
-pub fn head_bytes<B>(request: &axum::http::Request<B>) -> usize {
+/// What a request gives back of what its connection was charged for its head: the head's
+/// bytes as HTTP/1 sends them. An HTTP/2 head is compressed (HPACK), and a header kept in the
+/// connection's table is sent again in a byte or two whatever its length: HTTP/2 gets back at
+/// most [`HTTP2_HEAD_CREDIT`], or each small request would pay for a flood of frames.
+pub fn head_credit<B>(request: &axum::http::Request<B>) -> usize {
     let target = request
         .uri()
         .path_and_query()
@@ -146,8 +148,16 @@ pub fn head_bytes<B>(request: &axum::http::Request<B>) -> usize {
         .iter()
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
-    request.method().as_str().len() + target + "  HTTP/1.1\r\n\r\n".len() + headers
+    let head = request.method().as_str().len() + target + "  HTTP/1.1\r\n\r\n".len() + headers;
+    match request.version() {
+        axum::http::Version::HTTP_2 => head.min(HTTP2_HEAD_CREDIT),
+        _ => head,
+    }
 }
+
+/// The most an HTTP/2 request's head gives back: more than a repeated request's head takes
+/// on the wire, less than a first request's.
+const HTTP2_HEAD_CREDIT: usize = 128;
 
 /// A connection's stream whose reads are charged to its [`Meter`], and wait while the
 /// meter's network owes more than its burst.
@@ -250,6 +260,19 @@ mod tests {
         proxy.charge(100 * BURST as usize);
         assert_eq!(proxy.wait(), None);
         assert!(neighbour.wait().is_none());
+    }
+
+    #[test]
+    fn an_http2_head_gives_back_little_however_long_it_decodes() {
+        let request = |version| {
+            axum::http::Request::get("/healthz")
+                .version(version)
+                .header("x-padding", "p".repeat(4000))
+                .body(())
+                .unwrap()
+        };
+        assert!(head_credit(&request(axum::http::Version::HTTP_11)) > 4000);
+        assert_eq!(head_credit(&request(axum::http::Version::HTTP_2)), 128);
     }
 
     #[tokio::test(start_paused = true)]

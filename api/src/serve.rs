@@ -141,7 +141,7 @@ fn serve_connection(
         if let Some(peer) = peer {
             request.extensions_mut().insert(Peer(peer));
         }
-        let head = read_pacing::head_bytes(&request);
+        let head = read_pacing::head_credit(&request);
         meter.give_back(head);
         let receiving = activity.clone();
         let body_meter = meter.clone();
