@@ -123,7 +123,7 @@ pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
 pub static READS_PACED: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter_with_registry!(
         "texfleet_http_reads_paced_total",
-        "Times a connection was not read for a while because its network (an IPv4 /24, an IPv6 /48) had sent more than 4 MiB besides requests, refilled at 64 KiB a second: HTTP/2 control frames, requests answered 429.",
+        "Times a connection was not read for a while because its network (an IPv4 /24, an IPv6 /48) had sent more than 4 MiB besides requests, refilled at 64 KiB a second, or its /16 (/32) four times that: HTTP/2 control frames, requests answered 429.",
         REGISTRY
     )
     .expect("metric registers once")

@@ -4,14 +4,14 @@
 //! hundred connections from one address, without a token, kept the API's CPU busy and every
 //! other client waiting seconds.
 //!
-//! So every byte read from a connection is charged to its network (an IPv4 /24, an IPv6 /48,
-//! as for the token lookups' waiting room), and given back when it turns out to be a
-//! request's head or a frame of its body ([`head_credit`]). A network may owe [`BURST`] bytes, refilled at
-//! [`RATE`] a second; while it owes more, none of its connections is read, so a flood slows to
-//! that rate however many connections or addresses of the network carry it. A request
-//! answered `429` is charged again, so a client pipelining requests past its rate is paced
-//! too, instead of being answered as fast as it sends. Trusted proxies' connections are not
-//! paced: they carry everyone's requests.
+//! So every byte read from a connection is charged to its networks (an IPv4 /24 and the /16
+//! around it, an IPv6 /48 and its /32: [`LEVELS`]), and given back when it turns out to be a
+//! request's head or a frame of its body ([`head_credit`]). A /24 may owe [`BURST`] bytes,
+//! refilled at [`RATE`] a second, its /16 four times as much; while either owes more, none of
+//! the network's connections is read, so a flood slows to that rate however many connections
+//! or addresses carry it. A request answered `429` is charged again, so a client pipelining
+//! requests past its rate is paced too, instead of being answered as fast as it sends.
+//! Trusted proxies' connections are not paced: they carry everyone's requests.
 //!
 //! The bucket is written here rather than taken from `governor` (the request rate's limiter),
 //! which cannot give back what it has counted.
@@ -34,9 +34,35 @@ const RATE: f64 = 64.0 * 1024.0;
 /// What a network may send besides requests before it is paced: room, too, for what HTTP/2
 /// reads ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
 const BURST: f64 = 4.0 * 1024.0 * 1024.0;
-/// The longest a paced read waits before it looks at its network's bucket again.
+
+/// A size of network whose connections share a bucket: an IPv4 /24 (IPv6 /48), and the /16
+/// (/32) around it, as the connections are counted, so that one party's 256 /24s share four
+/// times one /24's pace, not 256 times.
+struct Level {
+    v4: u8,
+    v6: u8,
+    rate: f64,
+    burst: f64,
+}
+
+const LEVELS: [Level; 2] = [
+    Level {
+        v4: 24,
+        v6: 48,
+        rate: RATE,
+        burst: BURST,
+    },
+    Level {
+        v4: 16,
+        v6: 32,
+        rate: 4.0 * RATE,
+        burst: 4.0 * BURST,
+    },
+];
+
+/// The longest a paced read waits before it looks at its networks' buckets again.
 const LONGEST_WAIT: Duration = Duration::from_millis(250);
-/// Networks whose buckets are kept before the full ones (as good as new) are dropped.
+/// Buckets kept before the full ones (as good as new) are dropped.
 const PRUNE_AT: usize = 1024;
 
 /// The buckets of the networks that owe something.
@@ -45,9 +71,12 @@ pub struct ReadPacing {
     buckets: Mutex<Buckets>,
 }
 
+/// A network: its level in [`LEVELS`] and its first address.
+type Network = (usize, IpAddr);
+
 #[derive(Default)]
 struct Buckets {
-    by_network: HashMap<IpAddr, Bucket>,
+    by_network: HashMap<Network, Bucket>,
     prune_at: usize,
 }
 
@@ -57,6 +86,12 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    fn refilled(&self, level: &Level, now: Instant) -> f64 {
+        self.left + level.rate * now.duration_since(self.at).as_secs_f64()
+    }
+}
+
 impl ReadPacing {
     pub fn new() -> Arc<ReadPacing> {
         Arc::new(ReadPacing::default())
@@ -64,25 +99,37 @@ impl ReadPacing {
 
     /// The meter of a connection from `peer`; a trusted proxy's is never paced.
     pub fn meter(self: &Arc<Self>, peer: IpAddr, trusted_proxy: bool) -> Meter {
+        let networks = LEVELS
+            .iter()
+            .enumerate()
+            .map(|(index, level)| (index, texfleet_core::network::of(peer, level.v4, level.v6)))
+            .collect();
         Meter {
-            network: (!trusted_proxy).then(|| (self.clone(), network_of(peer))),
+            pacing: (!trusted_proxy).then(|| self.clone()),
+            networks,
         }
     }
 
-    /// Adds `change` to what `network` may still send and returns what it may send then.
-    fn update(&self, network: IpAddr, change: f64) -> f64 {
+    /// Adds `change` to what each of `networks` may still send and returns how long the one
+    /// that owes most must wait to owe nothing.
+    fn update(&self, networks: &[Network], change: f64) -> Duration {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
-        let bucket = buckets.by_network.entry(network).or_insert(Bucket {
-            left: BURST,
-            at: now,
-        });
-        let refilled = bucket.left + RATE * now.duration_since(bucket.at).as_secs_f64();
-        bucket.left = (refilled + change).min(BURST);
-        bucket.at = now;
-        let left = bucket.left;
+        let mut wait = Duration::ZERO;
+        for network in networks {
+            let level = &LEVELS[network.0];
+            let bucket = buckets.by_network.entry(*network).or_insert(Bucket {
+                left: level.burst,
+                at: now,
+            });
+            bucket.left = (bucket.refilled(level, now) + change).min(level.burst);
+            bucket.at = now;
+            if bucket.left < 0.0 {
+                wait = wait.max(Duration::from_secs_f64(-bucket.left / level.rate));
+            }
+        }
         buckets.prune(now);
-        left
+        wait
     }
 }
 
@@ -93,44 +140,40 @@ impl Buckets {
         if self.by_network.len() < self.prune_at.max(PRUNE_AT) {
             return;
         }
-        self.by_network.retain(|_, bucket| {
-            bucket.left + RATE * now.duration_since(bucket.at).as_secs_f64() < BURST
+        self.by_network.retain(|(level, _), bucket| {
+            let level = &LEVELS[*level];
+            bucket.refilled(level, now) < level.burst
         });
         self.prune_at = 2 * self.by_network.len();
     }
 }
 
-/// The network a connection's reads are paced under.
-fn network_of(peer: IpAddr) -> IpAddr {
-    texfleet_core::network::of(peer, 24, 48)
-}
-
-/// One connection's account with its network's bucket.
+/// One connection's account with its networks' buckets.
 #[derive(Clone)]
 pub struct Meter {
-    network: Option<(Arc<ReadPacing>, IpAddr)>,
+    pacing: Option<Arc<ReadPacing>>,
+    networks: Vec<Network>,
 }
 
 impl Meter {
     /// Counts `bytes` read, or a refused request's head charged again.
     pub fn charge(&self, bytes: usize) {
-        if let Some((pacing, network)) = &self.network {
-            pacing.update(*network, -(bytes as f64));
+        if let Some(pacing) = &self.pacing {
+            pacing.update(&self.networks, -(bytes as f64));
         }
     }
 
     /// Gives back `bytes` that were a request's head or body.
     pub fn give_back(&self, bytes: usize) {
-        if let Some((pacing, network)) = &self.network {
-            pacing.update(*network, bytes as f64);
+        if let Some(pacing) = &self.pacing {
+            pacing.update(&self.networks, bytes as f64);
         }
     }
 
-    /// How long to wait before reading again, if the network owes more than its burst.
+    /// How long to wait before reading again, if a network owes more than its burst.
     fn wait(&self) -> Option<Duration> {
-        let (pacing, network) = self.network.as_ref()?;
-        let left = pacing.update(*network, 0.0);
-        (left < 0.0).then(|| Duration::from_secs_f64(-left / RATE).min(LONGEST_WAIT))
+        let wait = self.pacing.as_ref()?.update(&self.networks, 0.0);
+        (!wait.is_zero()).then(|| wait.min(LONGEST_WAIT))
     }
 }
 
@@ -262,6 +305,24 @@ mod tests {
         assert!(neighbour.wait().is_none());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_24s_of_one_16_share_its_bucket_too() {
+        let pacing = ReadPacing::new();
+        let meters: Vec<Meter> = (0..8)
+            .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
+            .collect();
+        for meter in &meters[..4] {
+            meter.charge(BURST as usize);
+            assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
+        }
+        meters[4].charge(1024);
+        assert!(meters.iter().all(|meter| meter.wait().is_some()));
+        assert_eq!(
+            pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
+            None
+        );
+    }
+
     #[test]
     fn an_http2_head_gives_back_little_however_long_it_decodes() {
         let request = |version| {
@@ -278,7 +339,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn refilled_buckets_are_dropped() {
         let pacing = ReadPacing::new();
-        for host in 1..PRUNE_AT as u32 {
+        // 1,018 /24s of four /16s, then a /24 and its /16: 1,024 buckets.
+        for host in 1..=1018 {
             let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
             pacing.meter(peer, false).charge(1);
         }
@@ -286,6 +348,6 @@ mod tests {
         pacing
             .meter("198.51.100.1".parse().unwrap(), false)
             .charge(1);
-        assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 1);
+        assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 2);
     }
 }

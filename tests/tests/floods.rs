@@ -29,18 +29,19 @@ fn control_frames() -> Vec<u8> {
     frames
 }
 
-/// Floods the API from `from` with HTTP/2 control frames over `connections` connections,
+/// Floods the API from the addresses `from` in turn with HTTP/2 control frames over
+/// `connections` connections,
 /// reading its answers: returns the tasks and the bytes answered so far.
 async fn control_frame_flood(
     app: &TestApp,
-    from: &str,
+    from: &[String],
     connections: usize,
 ) -> (tokio::task::JoinSet<()>, Arc<AtomicU64>) {
     let address = address_of(app);
     let frames = control_frames();
     let answered = Arc::new(AtomicU64::new(0));
     let mut flood = tokio::task::JoinSet::new();
-    for _ in 0..connections {
+    for from in from.iter().cycle().take(connections) {
         let (mut reading, mut writing) = connect_from(from, address).await.into_split();
         // The answers are read, so that the API is never held back by a full buffer.
         let answered = answered.clone();
@@ -61,10 +62,12 @@ async fn control_frame_flood(
 }
 
 /// The most the API may have answered to a flood of [`control_frames`] over `connections`
-/// connections since `started`, having read at most its burst, its pace and `credit` bytes
-/// given back: a PING (17 bytes) for every 44 bytes, besides each connection's SETTINGS.
-fn answers_at_most(started: Instant, connections: usize, credit: f64) -> f64 {
-    let read_at_most = BURST + RATE * started.elapsed().as_secs_f64() + credit;
+/// connections since `started`, having read at most `times` a /24's burst and pace, and a
+/// last read of each connection past them: a PING (17 bytes) for every 44 bytes, besides
+/// each connection's SETTINGS.
+fn answers_at_most(started: Instant, connections: usize, times: f64) -> f64 {
+    let read_at_most = times * (BURST + RATE * started.elapsed().as_secs_f64())
+        + connections as f64 * 16.0 * 1024.0;
     read_at_most * 17.0 / 44.0 + connections as f64 * 64.0
 }
 
@@ -74,7 +77,7 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
     let started = Instant::now();
     // Every connection one address may hold (`max_connections_per_address`), from a network
     // of its own.
-    let (flood, answered) = control_frame_flood(&app, "127.0.1.1", 128).await;
+    let (flood, answered) = control_frame_flood(&app, &["127.0.1.1".into()], 128).await;
     eventually(Duration::from_secs(10), "the flood is paced", || async {
         metric(&app, "texfleet_http_reads_paced_total").await > 0.0
     })
@@ -83,7 +86,30 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
         served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
     }
     let answered = answered.load(Ordering::Relaxed) as f64;
-    let at_most = answers_at_most(started, 128, 0.0);
+    let at_most = answers_at_most(started, 128, 1.0);
+    assert!(
+        answered <= at_most,
+        "the API answered {answered} bytes of a flood, where it should have answered at most {at_most}"
+    );
+    drop(flood);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let started = Instant::now();
+    let addresses: Vec<String> = (0..64)
+        .map(|network| format!("127.5.{network}.1"))
+        .collect();
+    let (flood, answered) = control_frame_flood(&app, &addresses, 256).await;
+    eventually(Duration::from_secs(10), "the flood is paced", || async {
+        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
+    // The /16's bucket: four times a /24's.
+    let answered = answered.load(Ordering::Relaxed) as f64;
+    let at_most = answers_at_most(started, 256, 4.0);
     assert!(
         answered <= at_most,
         "the API answered {answered} bytes of a flood, where it should have answered at most {at_most}"
