@@ -66,13 +66,18 @@ local function below(path, prefixes)
   return false
 end
 
--- luaotfload runs the Lua its configuration names (`fontloader = x.lua`) when the job starts,
--- before the job's first line can finish the sandbox (below): a configuration the document
--- wrote or uploaded would run in that window. Only the image's own may be read.
-local CONFIGURATIONS = { ["luaotfload.conf"] = true, ["luaotfloadrc"] = true, [".luaotfloadrc"] = true }
+-- luaotfload reads its configuration (fonts, caches, the Lua of its `fontloader`) when the
+-- job starts, before the job's first line can finish the sandbox (below), by names kpathsea
+-- also finds with a suffix (`luaotfloadrc.tex`): only the image's own files of such names may
+-- be read. (Its caches, `luaotfload-names.lua` and the like, are the job's.)
+local CONFIGURATIONS = { "luaotfload.conf", "luaotfloadrc", ".luaotfloadrc" }
 local function foreign_configuration(path)
-  local name = path:match("([^/]*)$")
-  return CONFIGURATIONS[name:lower()] and path:sub(1, 5) ~= "/usr/"
+  if path:sub(1, 5) == "/usr/" then return false end
+  local name = path:match("([^/]*)$"):lower()
+  for _, configuration in ipairs(CONFIGURATIONS) do
+    if name:sub(1, #configuration) == configuration then return true end
+  end
+  return false
 end
 
 local function permitted(path)

@@ -205,7 +205,13 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         Case { text_contains: Some("featurefile:refused"), ..case("lua fontloader feature file outside the trees", "lualatex",
             lua("local f = fontloader.open('/usr/share/texmf/fonts/opentype/public/lm/lmroman10-regular.otf') local a, b = fontloader.apply_featurefile(f, '/etc/passwd') tex.print('featurefile:' .. ((a == nil and tostring(b):find('refused')) and 'refused' or 'read'))"), SUCCEEDS) },
         // luaotfload runs the Lua its configuration names when the job starts, before the
-        // document's first line: a configuration of the work folder is never read.
+        // document's first line: a configuration of the work folder is never read, by any of
+        // the names kpathsea finds it by.
+        Case { files: json!([
+                { "path": "luaotfloadrc.tex", "content": "[run]\nlog-level = 5\nfontloader = planted.lua\n" },
+                { "path": "planted.lua", "content": "texio.write_nl('PLANTED-FONTLOADER-RAN') fonts = fonts or {}" }]),
+            log_lacks: Some("planted.lua"),
+            ..case("luaotfload configuration of the work folder with a tex suffix", "lualatex", doc("Hello"), ANY_END) },
         Case { files: json!([
                 { "path": "luaotfload.conf", "content": "[run]\nfontloader = planted.lua\n" },
                 { "path": "planted.lua", "content": "texio.write_nl('PLANTED-FONTLOADER-RAN') fonts = fonts or {}" }]),
@@ -395,6 +401,18 @@ fn forged_pdf_cases() -> Vec<Case> {
                 "xelatex",
                 tex,
                 COMPILE_ERROR,
+            )
+        },
+        // The pass that checks a new preamble format gives the PDF when the format is kept:
+        // under XeTeX, xdvipdfmx must write it there too (this document's format defines a
+        // macro that makes that pass write its own PDF of the same pages, and a hidden text).
+        Case {
+            text_lacks: Some("FORGED-NOT-WRITTEN-BY-XDVIPDFMX"),
+            ..case(
+                "the format's pass writes the PDF of xelatex",
+                "xelatex",
+                include_str!("format_pass_writes_the_pdf.tex").to_string(),
+                SUCCEEDS,
             )
         },
         case(

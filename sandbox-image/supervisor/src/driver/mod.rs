@@ -13,6 +13,7 @@ mod clear;
 mod engine;
 pub mod eps;
 mod files;
+mod finish;
 mod glossaries;
 mod indexes;
 mod names;
@@ -24,7 +25,7 @@ mod tools;
 
 use crate::confine;
 use crate::handover;
-use crate::process::{self, Exit};
+use crate::process;
 use engine::Engine;
 use landlock::RulesetStatus;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
@@ -149,19 +150,7 @@ pub fn run() -> io::Result<()> {
             }
         }
     }
-    if let Some(finish) = engine.finish(&environment) {
-        // Only the finishing step writes this engine's PDF: a file of that name the document
-        // wrote (with no page typeset, there is no .xdv) goes first.
-        if fs::remove_file(PDF_FILE).is_ok() {
-            tools.trace.push(format!(
-                "texfleet: removed {PDF_FILE}, not the engine's: written before {} ran",
-                finish.args[0]
-            ));
-        }
-        if Path::new(&engine.pass_output()).exists() {
-            succeeded &= tools.run(&finish).is_some_and(Exit::success);
-        }
-    }
+    succeeded &= finish::finish(&mut tools, engine);
     let sources: Vec<String> = spec.files.iter().map(|file| file.path.clone()).collect();
     // The dump and its check take about two passes: a compile that used half of its time
     // would risk its timeout for what only speeds up the next one.

@@ -19,6 +19,7 @@
 use super::engine::Engine;
 use super::eps;
 use super::files;
+use super::finish;
 use super::tools::Tools;
 use crate::process::Exit;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -144,15 +145,13 @@ pub fn dump(
         let _ = fs::remove_file(PDF_FILE);
         // The compile ended well, so must the pass (a preamble on the line of
         // `\begin{document}` is read again after the format and fails).
+        // Its PDF may become the compile's: it is made as the compile's is.
         if !tools.run(&pass).is_some_and(Exit::success) {
             judged = refused("a pass with the format fails");
-        } else {
-            if let Some(finish) = engine.finish(&tools.environment) {
-                tools.run(&finish);
-            }
-            if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
-                judged = refused("a pass with the format renders other pages than the compile");
-            }
+        } else if !finish::finish(tools, engine) {
+            judged = refused("a pass with the format cannot be finished");
+        } else if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
+            judged = refused("a pass with the format renders other pages than the compile");
         }
     }
     // A kept format's pass gives the PDF: the same pages as the compile's, and the same bytes
