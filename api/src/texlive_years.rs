@@ -34,8 +34,8 @@ const RELEASES: [(&str, &str); 3] = [
 const WITHHELD: [(&str, Engine, &str); 1] = [(
     "2022",
     Engine::Lualatex,
-    "TeX Live 2022's LuaTeX (1.15) does not hold Lua's debug library back, and a document's \
-     Lua can still run before the sandbox is finished",
+    "TeX Live 2022's LuaTeX (1.15) does not hold Lua's debug library back: only the order of \
+     the job's first line keeps it from a document",
 )];
 
 /// Why `year` does not offer `engine`, if it does not.
