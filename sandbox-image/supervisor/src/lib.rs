@@ -44,8 +44,6 @@ const MAX_FORMAT_READS: usize = 1000;
 const MAX_REFUSAL_CHARS: usize = 300;
 /// The job name of every engine run, so that outputs are `output.pdf`, `output.log`, ...
 pub const JOB_NAME: &str = "output";
-/// The main document when the request sends it as `input_latex`.
-pub const MAIN_FILE: &str = "main.tex";
 /// The work directory: the job's tmpfs.
 pub const WORK_DIR: &str = "/work";
 
@@ -279,7 +277,7 @@ mod tests {
             max_pdf_bytes: 1,
             max_log_bytes: 1,
             max_synctex_bytes: 1,
-            main: MAIN_FILE.into(),
+            main: "main.tex".into(),
             source_date_epoch: 0,
             files: vec![FileSpec {
                 path: "a\nb".into(),

@@ -74,7 +74,7 @@ pub fn run(tools: &mut Tools) -> bool {
     // The JVM starts programs through its spawn helper.
     .starting_only(&[&spawn_helper, KPSEWHICH]);
     // Its answer covers `output.glstex` only; every resource's file counts, below.
-    let databases = super::files::contents_of_kinds(&["bib"]);
+    let databases = super::fingerprints::contents_of_kinds(&["bib"]);
     tools.run_if_changed(
         program,
         signature_of(&format!("{read}{databases}")),
@@ -94,7 +94,7 @@ fn glstex_fingerprints() -> Vec<(String, Option<u64>)> {
         .filter_map(|entry| entry.file_name().into_string().ok())
         .filter(|name| name.ends_with(".glstex"))
         .map(|name| {
-            let fingerprint = super::files::fingerprint(Path::new(&name));
+            let fingerprint = super::fingerprints::fingerprint(Path::new(&name));
             (name, fingerprint)
         })
         .collect();

@@ -5,8 +5,9 @@
 //! cannot make biber read a file by an absolute or parent path.
 
 use super::bcf;
-use super::files::{contents_of_kinds, Recorded};
+use super::fingerprints::contents_of_kinds;
 use super::names::is_safe_path;
+use super::recorder::Recorded;
 use super::tools::{signature_of, Tools};
 use crate::process::Program;
 use std::fs;

@@ -4,8 +4,9 @@
 //! checked like every other: imakeidx's `options=-s style.ist`, read back from the message it
 //! logs when it cannot run makeindex itself.
 
-use super::files::{contents_of_kinds, fingerprint, Recorded};
+use super::fingerprints::{contents_of_kinds, fingerprint};
 use super::names::{is_safe_name, is_safe_path};
+use super::recorder::Recorded;
 use super::tools::{signature_of, Tools};
 use crate::process::Program;
 use std::collections::BTreeMap;

@@ -6,7 +6,9 @@
 use super::engine::Engine;
 use super::tex_live::TexLive;
 use super::tools::{self, Tools};
-use super::{bib2gls, bibliography, files, glossaries, indexes, preamble, STOP};
+use super::{
+    bib2gls, bibliography, fingerprints, glossaries, indexes, preamble, recorder, reruns, STOP,
+};
 use crate::process;
 use nix::sys::resource::Resource;
 use std::collections::BTreeMap;
@@ -59,7 +61,7 @@ pub fn compile(
             );
             format.path = None;
         }
-        let before = files::fingerprints(&generated);
+        let before = fingerprints::fingerprints(&generated);
         // A pass that writes no output must not leave the last one's behind.
         let _ = fs::remove_file(engine.pass_output());
         let environment = tex_live.environment(&environment);
@@ -94,7 +96,7 @@ pub fn compile(
             engine.name(),
             tools::describe(exit)
         ));
-        let recorded = files::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
+        let recorded = recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
         tools.note_shell_escapes();
@@ -127,10 +129,10 @@ pub fn compile(
             | glossaries::run(tools)
             | bib2gls::run(tools);
         let read_changed = changed_during_pass(&recorded.inputs, &before);
-        let appeared = files::missing_then_present(&log)
+        let appeared = reruns::missing_then_present(&log)
             .iter()
             .any(|path| !is_trivial_aux(path));
-        if !(tools_changed || read_changed || appeared || files::log_asks_for_rerun(&log)) {
+        if !(tools_changed || read_changed || appeared || reruns::log_asks_for_rerun(&log)) {
             return ended_well;
         }
         for output in recorded.outputs {
@@ -174,7 +176,7 @@ fn changed_during_pass(inputs: &[PathBuf], before: &BTreeMap<PathBuf, Option<u64
     inputs.iter().any(|input| {
         before
             .get(input)
-            .is_some_and(|fingerprint| *fingerprint != files::fingerprint(input))
+            .is_some_and(|fingerprint| *fingerprint != fingerprints::fingerprint(input))
     })
 }
 

@@ -116,48 +116,20 @@ pub fn dump(
         let _ = fs::rename(name, aside(name));
     }
     let exit = tools.run(&program);
-    let mut judged = judge(exit, folder, &sources);
+    let judged = judge(exit, folder, &sources);
     // The check pass compiles the whole document again.
-    if let Err(error) = files::replace(Path::new(main), &sent) {
-        judged = refused(&format!("the main file cannot be put back: {error}"));
-    }
-    // The check pass runs the document, which may write the format's file: what is kept is
-    // what the dump wrote, read before the document runs again.
-    let mut dumped = Vec::new();
-    let read = files::open_regular(Path::new(FORMAT_FILE))
-        .and_then(|file| file.take(MAX_FORMAT_BYTES + 1).read_to_end(&mut dumped));
-    if matches!(judged, Dump::Built { .. }) && read.is_err() {
-        judged = refused("the dump's format cannot be read");
-    }
-    if matches!(judged, Dump::Built { .. }) && dumped.len() as u64 > MAX_FORMAT_BYTES {
-        judged = refused(&format!(
-            "the format is larger than {MAX_FORMAT_BYTES} bytes"
-        ));
-    }
-    let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
-    // The pass checks the file: it must be what is kept.
-    if matches!(judged, Dump::Built { .. }) && !holds(&format, &dumped) {
-        judged = refused("the format changed after the dump");
-    }
-    if matches!(judged, Dump::Built { .. }) {
-        let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
-        let _ = fs::remove_file(engine.pass_output());
-        let _ = fs::remove_file(PDF_FILE);
-        // The compile ended well, so must the pass (a preamble on the line of
-        // `\begin{document}` is read again after the format and fails).
-        // Its PDF may become the compile's: it is made as the compile's is.
-        if !tools.run(&pass).is_some_and(Exit::success) {
-            judged = refused("a pass with the format fails");
-        } else if !finish::finish(tools, engine) {
-            judged = refused("a pass with the format cannot be finished");
-        } else if !same_pages(tools, Path::new(PDF_FILE), Path::new(&aside(PDF_FILE))) {
-            judged = refused("a pass with the format renders other pages than the compile");
-        }
-    }
+    let checked = files::replace(Path::new(main), &sent)
+        .map_err(|error| format!("the main file cannot be put back: {error}"))
+        .and_then(|()| match &judged {
+            Dump::Built { .. } => {
+                check(tools, engine, main, folder, halt_on_error, &aside(PDF_FILE))
+            }
+            Dump::Refused { why } => Err(why.clone()),
+        });
     // A kept format's pass gives the PDF: the same pages as the compile's, and the same bytes
     // as every later compile that loads the format, so that the same request gives the same
     // PDF whether or not the format was there yet.
-    let from_the_pass = |name: &str| matches!(judged, Dump::Built { .. }) && name == PDF_FILE;
+    let from_the_pass = |name: &str| checked.is_ok() && name == PDF_FILE;
     for name in KEPT {
         if from_the_pass(name) {
             let _ = fs::remove_file(aside(name));
@@ -167,10 +139,53 @@ pub fn dump(
         }
     }
     let _ = fs::remove_file(FORMAT_FILE);
-    match judged {
-        Dump::Built { .. } => (judged, dumped),
-        Dump::Refused { .. } => give_up(tools, judged),
+    match checked {
+        Ok(dumped) => (judged, dumped),
+        Err(why) => give_up(tools, Dump::Refused { why }),
     }
+}
+
+/// Checks the format a dump wrote in `folder`: returns its bytes, read before the check pass
+/// runs the document again (which may write the format's file), if a pass that loads it ends
+/// well and renders the same pages as the compile's PDF, set aside at `compiled`.
+fn check(
+    tools: &mut Tools,
+    engine: Engine,
+    main: &str,
+    folder: &Path,
+    halt_on_error: bool,
+    compiled: &str,
+) -> Result<Vec<u8>, String> {
+    let mut dumped = Vec::new();
+    files::open_regular(Path::new(FORMAT_FILE))
+        .and_then(|file| file.take(MAX_FORMAT_BYTES + 1).read_to_end(&mut dumped))
+        .map_err(|_| "the dump's format cannot be read".to_string())?;
+    if dumped.len() as u64 > MAX_FORMAT_BYTES {
+        return Err(format!(
+            "the format is larger than {MAX_FORMAT_BYTES} bytes"
+        ));
+    }
+    let format = Path::new(WORK_DIR).join(folder).join(FORMAT_FILE);
+    // The pass checks the file: it must be what is kept.
+    if !holds(&format, &dumped) {
+        return Err("the format changed after the dump".into());
+    }
+    let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
+    let _ = fs::remove_file(engine.pass_output());
+    let _ = fs::remove_file(PDF_FILE);
+    // The compile ended well, so must the pass (a preamble on the line of `\begin{document}`
+    // is read again after the format and fails). Its PDF may become the compile's: it is made
+    // as the compile's is.
+    if !tools.run(&pass).is_some_and(Exit::success) {
+        return Err("a pass with the format fails".into());
+    }
+    if !finish::finish(tools, engine) {
+        return Err("a pass with the format cannot be finished".into());
+    }
+    if !same_pages(tools, Path::new(PDF_FILE), Path::new(compiled)) {
+        return Err("a pass with the format renders other pages than the compile".into());
+    }
+    Ok(dumped)
 }
 
 /// A refused dump, with its reason in the trace, and no format.

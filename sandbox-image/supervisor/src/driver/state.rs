@@ -12,6 +12,7 @@
 use super::clear;
 use super::files;
 use super::names::is_safe_path;
+use super::recorder;
 use super::tools::Tools;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -72,7 +73,7 @@ fn write_decoded(path: &Path, content_base64: &str) -> io::Result<()> {
 /// The auxiliary files the last pass read or wrote in `folder`, the current one (`sources`
 /// are the job's own files there, which are not state), up to the size the scheduler keeps.
 pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
-    let recorded = files::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
+    let recorded = recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
     let mut state = CompileState {
         files: Vec::new(),
         tools: tools.signatures(),

@@ -2,7 +2,7 @@
 //! it) only when their input changed since they last ran, and keeping a trace of what ran,
 //! what was skipped and why, which the driver appends to the job's log.
 
-use super::files::fingerprint;
+use super::fingerprints::fingerprint;
 use crate::process::{self, Exit, Program};
 use nix::sys::resource::Resource;
 use std::collections::{BTreeMap, HashMap};
