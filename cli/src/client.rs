@@ -8,6 +8,7 @@
 use crate::api_error::ApiError;
 use crate::exit::{Exit, Failure};
 use anyhow::Context as _;
+use backon::{ExponentialBuilder, Retryable};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 use std::time::Duration;
@@ -247,53 +248,72 @@ impl Client {
         repeatable: bool,
         build: impl Fn() -> RequestBuilder,
     ) -> anyhow::Result<Response> {
-        let mut attempt = 1;
-        loop {
-            let delay = match build().send().await {
-                Ok(response) if response.status().is_success() => return Ok(response),
-                Ok(response) => {
-                    let status = response.status();
-                    let retry_after = retry_after(&response);
-                    let error = api_error(response).await;
-                    match retry_after {
-                        Some(delay)
-                            if attempt < ATTEMPTS
-                                && delay <= MAX_RETRY_AFTER
-                                && matches!(
-                                    status,
-                                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-                                ) =>
-                        {
-                            eprintln!("{error}; retrying in {} s", delay.as_secs());
-                            delay
-                        }
-                        _ => return Err(error.into()),
-                    }
+        let back_off = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_secs(1))
+            .with_factor(2.0)
+            .with_max_times(ATTEMPTS as usize - 1);
+        let answered = (|| attempt(&build))
+            .retry(back_off)
+            .when(|unanswered| match unanswered {
+                Unanswered::Busy { after, .. } => *after <= MAX_RETRY_AFTER,
+                Unanswered::Lost(error) => repeatable && !error.is_builder(),
+                Unanswered::Refused(_) => false,
+            })
+            .adjust(|unanswered, next| match unanswered {
+                Unanswered::Busy { after, .. } => next.map(|_| *after),
+                _ => next,
+            })
+            .notify(|unanswered, delay| match unanswered {
+                Unanswered::Busy { error, .. } => {
+                    eprintln!("{error}; retrying in {} s", delay.as_secs())
                 }
-                Err(error) if repeatable && attempt < ATTEMPTS && !error.is_builder() => {
-                    let delay = Duration::from_secs(1 << (attempt - 1));
-                    eprintln!(
-                        "no answer from {} ({}); retrying in {} s",
-                        self.server.url,
-                        root_cause(&error),
-                        delay.as_secs()
-                    );
-                    delay
-                }
-                Err(error) => {
-                    return Err(anyhow::Error::new(Failure {
-                        exit: Exit::Unavailable,
-                        message: format!(
-                            "no answer from {}: {}",
-                            self.server.url,
-                            root_cause(&error)
-                        ),
-                    }))
-                }
-            };
-            tokio::time::sleep(delay).await;
-            attempt += 1;
+                Unanswered::Lost(error) => eprintln!(
+                    "no answer from {} ({}); retrying in {} s",
+                    self.server.url,
+                    root_cause(error),
+                    delay.as_secs()
+                ),
+                Unanswered::Refused(_) => {}
+            })
+            .await;
+        answered.map_err(|unanswered| match unanswered {
+            Unanswered::Busy { error, .. } | Unanswered::Refused(error) => error.into(),
+            Unanswered::Lost(error) => anyhow::Error::new(Failure {
+                exit: Exit::Unavailable,
+                message: format!("no answer from {}: {}", self.server.url, root_cause(&error)),
+            }),
+        })
+    }
+}
+
+/// Why one attempt of a request got no success.
+enum Unanswered {
+    /// `429` or `503` with a `Retry-After`: the same request may succeed after it.
+    Busy { error: ApiError, after: Duration },
+    /// Any other error answer.
+    Refused(ApiError),
+    /// No answer at all.
+    Lost(reqwest::Error),
+}
+
+async fn attempt(build: &impl Fn() -> RequestBuilder) -> Result<Response, Unanswered> {
+    let response = build().send().await.map_err(Unanswered::Lost)?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let after = retry_after(&response);
+    let error = api_error(response).await;
+    match after {
+        Some(after)
+            if matches!(
+                status,
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+            ) =>
+        {
+            Err(Unanswered::Busy { error, after })
         }
+        _ => Err(Unanswered::Refused(error)),
     }
 }
 
