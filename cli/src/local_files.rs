@@ -39,8 +39,8 @@ mod tests {
 
     #[test]
     fn a_link_in_the_way_is_replaced_and_its_target_left_alone() {
-        let dir = std::env::temp_dir().join(format!("texfleet-write-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let target = dir.join("precious.txt");
         std::fs::write(&target, "precious").unwrap();
         let link = dir.join("paper.log");
@@ -54,6 +54,5 @@ mod tests {
             2,
             "no partial file is left"
         );
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

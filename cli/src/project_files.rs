@@ -134,7 +134,8 @@ mod tests {
 
     #[test]
     fn sources_go_and_what_a_compile_left_stays() {
-        let dir = std::env::temp_dir().join(format!("texfleet-files-{}", uuid::Uuid::new_v4()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let write = |path: &str| {
             let path = dir.join(path);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -183,6 +184,5 @@ mod tests {
             .err()
             .unwrap();
         assert!(error.to_string().contains("is ignored"), "{error}");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -1,18 +1,15 @@
 //! Reading PDFs the way a reader would: their text (poppler), and every stream inflated so
 //! that a search for a leaked secret sees past compression; and a figure to put in one.
 
-use uuid::Uuid;
-
 /// The text of a PDF, by poppler's pdftotext.
 pub fn pdf_text(pdf: &[u8]) -> String {
-    let dir = std::env::temp_dir().join(format!("texfleet-pdf-{}", Uuid::new_v4()));
-    std::fs::write(&dir, pdf).unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), pdf).unwrap();
     let output = std::process::Command::new("pdftotext")
-        .arg(&dir)
+        .arg(file.path())
         .arg("-")
         .output()
         .expect("pdftotext (poppler-utils)");
-    std::fs::remove_file(&dir).ok();
     assert!(output.status.success(), "pdftotext failed on the PDF");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -20,14 +17,13 @@ pub fn pdf_text(pdf: &[u8]) -> String {
 /// Every page of a PDF rendered in grey at 40 dpi by poppler's pdftoppm, one PGM after the
 /// other: two PDFs that render the same give the same bytes.
 pub fn pdf_pages_rendered(pdf: &[u8]) -> Vec<u8> {
-    let path = std::env::temp_dir().join(format!("texfleet-render-{}", Uuid::new_v4()));
-    std::fs::write(&path, pdf).unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), pdf).unwrap();
     let output = std::process::Command::new("pdftoppm")
         .args(["-r", "40", "-gray"])
-        .arg(&path)
+        .arg(file.path())
         .output()
         .expect("pdftoppm (poppler-utils)");
-    std::fs::remove_file(&path).ok();
     assert!(output.status.success(), "pdftoppm failed on the PDF");
     output.stdout
 }

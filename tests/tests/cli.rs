@@ -9,30 +9,22 @@ use texfleet_e2e::{answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, tiny
 const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
 
 /// A folder of its own for a test's files, removed at the end.
-struct Folder(PathBuf);
+struct Folder(tempfile::TempDir);
 
 impl Folder {
     fn new() -> Folder {
-        let dir = std::env::temp_dir().join(format!("texfleet-cli-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Folder(dir)
+        Folder(tempfile::tempdir().unwrap())
     }
 
     fn write(&self, path: &str, content: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.0.join(path);
+        let path = self.0.path().join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, content).unwrap();
         path
     }
 
     fn path(&self, path: &str) -> PathBuf {
-        self.0.join(path)
-    }
-}
-
-impl Drop for Folder {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
+        self.0.path().join(path)
     }
 }
 
@@ -92,7 +84,7 @@ async fn a_project_folder_compiles_with_what_it_needs_and_without_what_a_compile
     folder.write("secrets/token.tex", "\\input{nothing}");
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "paper/main.tex", "--files", "."],
     );
     let stderr = text(&output.stderr);
@@ -152,7 +144,7 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
     );
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "broken.tex", "--halt-on-error"],
     );
     let stderr = text(&output.stderr);
@@ -173,7 +165,7 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
     assert!(log.contains("Undefined control sequence"), "{log}");
 
     // A PDF despite errors: written, but a CI job fails unless it accepts the errors.
-    let output = texfleet(&app, &folder.0, &["compile", "flawed.tex"]);
+    let output = texfleet(&app, folder.0.path(), &["compile", "flawed.tex"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--allow-errors"), "{stderr}");
@@ -184,7 +176,7 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
         "klingon.tex",
         "\\documentclass{article}\n\\usepackage[klingon]{babel}\n\\begin{document}\nQapla'\n\\end{document}\n",
     );
-    let output = texfleet(&app, &folder.0, &["compile", "klingon.tex"]);
+    let output = texfleet(&app, folder.0.path(), &["compile", "klingon.tex"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
@@ -193,7 +185,7 @@ async fn a_broken_document_fails_the_job_with_its_error_its_context_and_the_log_
     );
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "flawed.tex", "--allow-errors"],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
@@ -215,7 +207,7 @@ async fn json_and_github_outputs_are_for_machines() {
     );
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &[
             "compile",
             "paper.tex",
@@ -231,7 +223,11 @@ async fn json_and_github_outputs_are_for_machines() {
     assert!(result["pdf"].as_str().unwrap().ends_with("paper.pdf"));
     let id = result["job"]["id"].as_str().unwrap().to_string();
 
-    let output = texfleet(&app, &folder.0, &["status", &id, "--format", "github"]);
+    let output = texfleet(
+        &app,
+        folder.0.path(),
+        &["status", &id, "--format", "github"],
+    );
     assert_eq!(output.status.code(), Some(0));
     let stdout = text(&output.stdout);
     assert!(
@@ -249,7 +245,7 @@ async fn json_and_github_outputs_are_for_machines() {
         (vec!["list", "--json", "--limit", "1"], "list"),
         (vec!["log", id.as_str(), "--json"], "log"),
     ] {
-        let output = texfleet(&app, &folder.0, &args);
+        let output = texfleet(&app, folder.0.path(), &args);
         assert_eq!(output.status.code(), Some(0), "{args:?}");
         let value: Value = serde_json::from_slice(&output.stdout).unwrap();
         match check {
@@ -258,10 +254,10 @@ async fn json_and_github_outputs_are_for_machines() {
             _ => assert!(value["log"].as_str().unwrap().contains("nosuchmacro")),
         }
     }
-    let output = texfleet(&app, &folder.0, &["log", &id]);
+    let output = texfleet(&app, folder.0.path(), &["log", &id]);
     assert!(text(&output.stdout).contains("This is pdfTeX"));
     // Cancelling a finished job is the user's mistake (exit 2), said in one line.
-    let output = texfleet(&app, &folder.0, &["cancel", &id]);
+    let output = texfleet(&app, folder.0.path(), &["cancel", &id]);
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         text(&output.stderr).trim(),
@@ -279,16 +275,20 @@ async fn the_texlive_year_is_chosen_with_a_flag() {
     );
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "doc.tex", "--texlive", "2022", "--json"],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["job"]["texlive"], "2022", "{result:#}");
-    let pdf = std::fs::read(folder.0.join("doc.pdf")).unwrap();
+    let pdf = std::fs::read(folder.0.path().join("doc.pdf")).unwrap();
     assert!(texfleet_e2e::pdf_text(&pdf).contains("LaTeX of 2022"));
     // Not a year: refused before anything is sent.
-    let output = texfleet(&app, &folder.0, &["compile", "doc.tex", "--texlive", "22"]);
+    let output = texfleet(
+        &app,
+        folder.0.path(),
+        &["compile", "doc.tex", "--texlive", "22"],
+    );
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("four digits"));
 }
@@ -310,7 +310,7 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         (vec!["list", "--status", "Done"], 2),
         (vec!["status", unknown_job.as_str()], 2),
     ] {
-        let output = texfleet(&app, &folder.0, &args);
+        let output = texfleet(&app, folder.0.path(), &args);
         assert_eq!(
             output.status.code(),
             Some(code),
@@ -321,7 +321,7 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
     // A file the server refuses is named by its local path, not by files[1].
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "files/doc.tex", "--files", "files"],
     );
     let stderr = text(&output.stderr);
@@ -332,7 +332,7 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
     );
     assert!(!stderr.contains("files["), "{stderr}");
 
-    let output = texfleet_at(&app.url, "not-a-token", &app, &folder.0, &["list"]);
+    let output = texfleet_at(&app.url, "not-a-token", &app, folder.0.path(), &["list"]);
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(
         text(&output.stderr).lines().count(),
@@ -345,13 +345,13 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         &format!("{}/", app.url),
         &app.token,
         &app,
-        &folder.0,
+        folder.0.path(),
         &["list"],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
 
     let closed = format!("http://127.0.0.1:{}", texfleet_e2e::free_port());
-    let output = texfleet_at(&closed, &app.token, &app, &folder.0, &["list"]);
+    let output = texfleet_at(&closed, &app.token, &app, folder.0.path(), &["list"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("retrying in 1 s"), "{stderr}");
@@ -364,7 +364,7 @@ async fn exit_codes_tell_a_script_what_went_wrong() {
         "{stderr}"
     );
 
-    let help = text(&texfleet(&app, &folder.0, &["compile", "--help"]).stdout);
+    let help = text(&texfleet(&app, folder.0.path(), &["compile", "--help"]).stdout);
     for documented in [
         "--halt-on-error",
         "--allow-errors",
@@ -390,9 +390,9 @@ async fn a_busy_server_is_waited_for() {
         "\\documentclass{article}\\begin{document}x\\end{document}",
     );
     // The burst is spent: the next request is a 429, retried after its Retry-After.
-    let output = texfleet(&app, &folder.0, &["list"]);
+    let output = texfleet(&app, folder.0.path(), &["list"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let output = texfleet(&app, &folder.0, &["list"]);
+    let output = texfleet(&app, folder.0.path(), &["list"]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
@@ -415,7 +415,7 @@ async fn a_lost_answer_is_retried_as_the_same_job() {
     let mut child = spawn(
         &app,
         &format!("http://{proxy}"),
-        &folder.0,
+        folder.0.path(),
         &["compile", "doc.tex"],
     );
     // No scheduler runs here: the job stays queued, and the client says so once it has it.
@@ -440,7 +440,7 @@ async fn ctrl_c_cancels_the_job() {
     let mut child = spawn(
         &app,
         &app.url,
-        &folder.0,
+        folder.0.path(),
         &["compile", "loop.tex", "--timeout", "120"],
     );
     let (mut stderr, rest) = read_until(&mut child, "Running  (job");
@@ -520,7 +520,7 @@ async fn compile_warns_before_it_sends_a_document_that_loads_a_package_the_serve
     folder.write("mine.sty", "\\ProvidesPackage{mine}");
     let output = texfleet(
         &app,
-        &folder.0,
+        folder.0.path(),
         &["compile", "main.tex", "--files", ".", "--allow-errors"],
     );
     let stderr = text(&output.stderr);

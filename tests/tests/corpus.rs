@@ -86,13 +86,12 @@ fn folded(text: &str) -> String {
 }
 
 fn pdf_fonts(pdf: &[u8]) -> String {
-    let path = std::env::temp_dir().join(format!("texfleet-fonts-{}.pdf", uuid::Uuid::new_v4()));
-    std::fs::write(&path, pdf).unwrap();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), pdf).unwrap();
     let output = std::process::Command::new("pdffonts")
-        .arg(&path)
+        .arg(file.path())
         .output()
         .expect("pdffonts");
-    std::fs::remove_file(&path).ok();
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 

@@ -79,7 +79,15 @@ fn words(text: &str) -> Vec<&str> {
 /// re-export, or a submodule file beside it.
 fn defines(path: &Path, text: &str, name: &str) -> bool {
     const ITEMS: &[&str] = &[
-        "fn", "struct", "enum", "const", "static", "mod", "type", "trait", "macro_rules!",
+        "fn",
+        "struct",
+        "enum",
+        "const",
+        "static",
+        "mod",
+        "type",
+        "trait",
+        "macro_rules!",
     ];
     let words = words(text);
     let item = words

@@ -93,9 +93,9 @@ async fn a_scheduler_compiles_on_a_remote_engine_over_mutual_tls() {
 
     // The same scheduler with a client certificate of another CA: the engine refuses the
     // handshake, and the scheduler stops at once, saying where it could not connect.
-    let rogue = std::env::temp_dir().join(format!("texfleet-rogue-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir(&rogue).unwrap();
-    rogue_client_certificates(&rogue);
+    let scratch = tempfile::tempdir().unwrap();
+    let rogue = scratch.path();
+    rogue_client_certificates(rogue);
     let mut config = app.config.clone();
     config.docker_tls_ca = format!("{certificates}/ca.pem");
     config.docker_tls_cert = rogue.join("client-cert.pem").display().to_string();

@@ -11,7 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Prometheus {
     child: std::process::Child,
-    dir: std::path::PathBuf,
+    // Removed when the Prometheus is dropped.
+    _dir: tempfile::TempDir,
     url: String,
 }
 
@@ -19,13 +20,12 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 fn start_prometheus(api: &str, scheduler: &str) -> Prometheus {
-    let dir = std::env::temp_dir().join(format!("texfleet-prometheus-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let config = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: texfleet-api\n    static_configs:\n      - targets: [\"{api}\"]\n  - job_name: texfleet-scheduler\n    static_configs:\n      - targets: [\"{scheduler}\"]\n"
     );
@@ -47,7 +47,7 @@ fn start_prometheus(api: &str, scheduler: &str) -> Prometheus {
         .expect("prometheus (Debian package prometheus, installed by ./dev/up)");
     Prometheus {
         child,
-        dir,
+        _dir: scratch,
         url: format!("http://{address}"),
     }
 }

@@ -5,7 +5,6 @@
 
 use serde_json::{json, Value};
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, ENDLESS, HELLO};
@@ -16,7 +15,7 @@ const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfl
 struct Receiver {
     child: Child,
     port: u16,
-    dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Receiver {
@@ -24,14 +23,13 @@ impl Receiver {
         let python = std::env::var("RECEIVER_PYTHON").expect(
             "RECEIVER_PYTHON: a python with the standardwebhooks package (./dev/test makes one)",
         );
-        let dir = std::env::temp_dir().join(format!("texfleet-receiver-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("secret"), "whsec_AAAA").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "whsec_AAAA").unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/webhook_receiver.py");
         let mut child = Command::new(python)
             .arg(script)
-            .arg(dir.join("record"))
-            .arg(dir.join("secret"))
+            .arg(dir.path().join("record"))
+            .arg(dir.path().join("secret"))
             .arg(behaviour)
             .stdout(Stdio::piped())
             .spawn()
@@ -49,12 +47,12 @@ impl Receiver {
     }
 
     fn set_secret(&self, secret: &str) {
-        std::fs::write(self.dir.join("secret"), secret).unwrap();
+        std::fs::write(self.dir.path().join("secret"), secret).unwrap();
     }
 
     /// Every request the receiver got, in order.
     fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("record"))
+        std::fs::read_to_string(self.dir.path().join("record"))
             .unwrap_or_default()
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
@@ -78,7 +76,6 @@ impl Drop for Receiver {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
-        std::fs::remove_dir_all(&self.dir).ok();
     }
 }
 
@@ -691,8 +688,8 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     assert!(!listed.contains(&secret), "the secret is shown once");
 
     // The saved request verifies with the secret, and not once a byte of it changed.
-    let dir = std::env::temp_dir().join(format!("texfleet-verify-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let headers = format!(
         "Content-Type: application/json\nwebhook-id: {}\nwebhook-timestamp: {}\nwebhook-signature: {}\n",
         request["id"].as_str().unwrap(),
@@ -732,7 +729,6 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     .unwrap()
     .new_secret(uuid::Uuid::new_v4());
     assert_eq!(verify(raw, &other_secret).status.code(), Some(1));
-    std::fs::remove_dir_all(&dir).ok();
 
     let removed = texfleet(&app, &["webhook", "remove", &id]);
     assert_eq!(removed.status.code(), Some(0));

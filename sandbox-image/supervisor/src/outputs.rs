@@ -140,21 +140,11 @@ pub fn append<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
-
-    fn scratch() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "supervisor-test-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     #[test]
     fn takes_a_regular_output_up_to_its_cap() {
-        let dir = scratch();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         fs::write(dir.join("output.log"), b"0123456789").unwrap();
         let mut report = Report::default();
         assert_eq!(
@@ -168,12 +158,12 @@ mod tests {
         );
         assert_eq!(report.limit, Some(Limit::Output));
         assert!(take_output(&dir, Path::new(""), "missing.pdf", 100, &mut report).is_none());
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn refuses_symlinks_hard_links_fifos_and_directories() {
-        let dir = scratch();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         fs::write(dir.join("secret"), b"secret").unwrap();
         std::os::unix::fs::symlink(dir.join("secret"), dir.join("symlinked.pdf")).unwrap();
         fs::hard_link(dir.join("secret"), dir.join("linked.pdf")).unwrap();
@@ -187,12 +177,12 @@ mod tests {
             );
         }
         assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
-        fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
     fn refuses_a_folder_replaced_by_a_symlink() {
-        let (dir, elsewhere) = (scratch(), scratch());
+        let (scratch, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (dir, elsewhere) = (scratch.path(), other.path());
         fs::write(elsewhere.join("output.pdf"), b"planted").unwrap();
         std::os::unix::fs::symlink(&elsewhere, dir.join("paper")).unwrap();
         fs::create_dir(dir.join("real")).unwrap();
@@ -204,18 +194,16 @@ mod tests {
         assert_eq!(taken("real", &mut report).as_deref(), Some(&b"honest"[..]));
         assert!(taken("paper", &mut report).is_none());
         assert!(taken("../elsewhere", &mut report).is_none());
-        fs::remove_dir_all(dir).unwrap();
-        fs::remove_dir_all(elsewhere).unwrap();
     }
 
     #[test]
     fn a_full_or_capped_work_directory_is_an_output_limit() {
-        let dir = scratch();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         fs::create_dir(dir.join("sub")).unwrap();
         fs::write(dir.join("sub/small.txt"), b"abc").unwrap();
         assert_eq!(disk_limit_reached(&dir, 100), None);
         fs::write(dir.join("sub/big.txt"), vec![b'x'; 99]).unwrap();
         assert!(disk_limit_reached(&dir, 100).is_some());
-        fs::remove_dir_all(dir).unwrap();
     }
 }

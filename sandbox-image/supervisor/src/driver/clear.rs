@@ -105,11 +105,12 @@ mod tests {
 
     #[test]
     fn clears_locked_folders_deep_paths_and_links_but_nothing_beyond() {
-        let base = std::env::temp_dir().join(format!("clear-test-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let base = scratch.path();
         let (root, outside) = (base.join("work"), base.join("outside"));
         fs::create_dir_all(&outside).unwrap();
         fs::write(outside.join("kept"), "x").unwrap();
-        fs::set_permissions(&base, fs::Permissions::from_mode(0o777)).unwrap();
+        fs::set_permissions(base, fs::Permissions::from_mode(0o777)).unwrap();
         // As another user than root, in a child of its own.
         // SAFETY: the child only makes files and exits; glibc's allocator survives a fork.
         let cleared = match unsafe { fork() }.unwrap() {
@@ -129,6 +130,5 @@ mod tests {
         assert_eq!(cleared, WaitStatus::Exited(cleared.pid().unwrap(), 0));
         assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
         assert!(outside.join("kept").exists());
-        fs::remove_dir_all(base).unwrap();
     }
 }

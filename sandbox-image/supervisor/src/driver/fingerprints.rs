@@ -83,8 +83,8 @@ mod tests {
 
     #[test]
     fn a_changed_database_changes_its_kinds_text_and_too_deep_a_tree_never_repeats() {
-        let root = std::env::temp_dir().join(format!("kinds-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path();
         fs::create_dir_all(root.join("bib")).unwrap();
         fs::write(root.join("bib/refs.bib"), "one").unwrap();
         fs::write(root.join("main.tex"), "not a database").unwrap();
@@ -99,6 +99,5 @@ mod tests {
         fs::create_dir_all(root.join("a/b/c/d/e/f/g/h/i/j")).unwrap();
         let deep = contents_of_kinds_below(&root, &["bib"]);
         assert_ne!(contents_of_kinds_below(&root, &["bib"]), deep);
-        fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -368,9 +368,8 @@ mod tests {
 
     #[test]
     fn a_format_is_held_only_by_a_file_of_exactly_its_bytes() {
-        let folder = std::env::temp_dir().join(format!("texfleet-holds-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&folder);
-        fs::create_dir_all(&folder).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let folder = scratch.path();
         let (format, link, fifo) = (folder.join("f"), folder.join("l"), folder.join("p"));
         let content = vec![7u8; 200_000];
         fs::write(&format, &content).unwrap();
@@ -387,6 +386,5 @@ mod tests {
             !holds(&fifo, b""),
             "a FIFO is not the format, and does not block"
         );
-        fs::remove_dir_all(&folder).unwrap();
     }
 }

@@ -51,9 +51,8 @@ mod tests {
 
     #[test]
     fn the_recorder_list_keeps_only_files_of_the_compile() {
-        let dir = std::env::temp_dir().join(format!("fls-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let fls = dir.join("output.fls");
+        let dir = tempfile::tempdir().unwrap();
+        let fls = dir.path().join("output.fls");
         fs::write(
             &fls,
             "PWD /work/paper\nINPUT /usr/share/texlive/texmf-dist/tex/latex/base/article.cls\n\
@@ -71,6 +70,5 @@ mod tests {
             recorded.outputs,
             [PathBuf::from("output.log"), "chapters/one.aux".into()]
         );
-        fs::remove_dir_all(dir).unwrap();
     }
 }
