@@ -17,9 +17,11 @@
 //! - [`wait`]: polling for a condition with a limit.
 
 mod app;
+mod cli;
 mod docker;
 mod dropping_proxy;
 mod engine;
+mod hosts_file;
 mod loopback;
 mod metrics;
 mod pdf;
@@ -28,11 +30,14 @@ mod project;
 mod rows;
 mod slow_proxy;
 mod wait;
+mod webhook_receiver;
 
 pub use app::*;
+pub use cli::*;
 pub use docker::*;
 pub use dropping_proxy::*;
 pub use engine::*;
+pub use hosts_file::*;
 pub use loopback::*;
 pub use metrics::*;
 pub use pdf::*;
@@ -40,3 +45,4 @@ pub use processes::*;
 pub use project::*;
 pub use slow_proxy::*;
 pub use wait::*;
+pub use webhook_receiver::*;

@@ -15,7 +15,7 @@ pub struct SchedulerProcess {
 impl SchedulerProcess {
     /// Starts `texfleet scheduler` with every setting of `config` as a `TEXFLEET_*` variable.
     pub fn spawn(config: &Config, scheduler_id: &str) -> SchedulerProcess {
-        let binary = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
+        let binary = crate::TEXFLEET;
         let log = std::env::temp_dir().join(format!("texfleet-scheduler-{scheduler_id}.log"));
         let mut command = std::process::Command::new(binary);
         command

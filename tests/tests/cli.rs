@@ -4,9 +4,9 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use texfleet_e2e::{answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, tiny_png, TestApp};
-
-const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
+use texfleet_e2e::{
+    answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, texfleet_command, tiny_png, TestApp,
+};
 
 /// A folder of its own for a test's files, removed at the end.
 struct Folder(tempfile::TempDir);
@@ -34,12 +34,11 @@ fn texfleet(app: &TestApp, dir: &Path, args: &[&str]) -> Output {
 }
 
 fn texfleet_at(url: &str, token: &str, app: &TestApp, dir: &Path, args: &[&str]) -> Output {
-    Command::new(BINARY)
+    texfleet_command(app)
         .args(args)
         .current_dir(dir)
         .env("TEXFLEET_URL", url)
         .env("TEXFLEET_TOKEN", token)
-        .env("TEXFLEET_PROJECT", app.project_id.to_string())
         // User errors are one line whatever the environment asks of backtraces.
         .env("RUST_BACKTRACE", "1")
         .output()
@@ -458,12 +457,10 @@ async fn ctrl_c_cancels_the_job() {
 
 /// `texfleet <args>` started in the background, its stderr piped.
 fn spawn(app: &TestApp, url: &str, dir: &Path, args: &[&str]) -> Child {
-    Command::new(BINARY)
+    texfleet_command(app)
         .args(args)
         .current_dir(dir)
         .env("TEXFLEET_URL", url)
-        .env("TEXFLEET_TOKEN", &app.token)
-        .env("TEXFLEET_PROJECT", app.project_id.to_string())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()

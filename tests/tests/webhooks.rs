@@ -4,80 +4,12 @@
 //! the service's own network. No test sends traffic to any address outside this machine.
 
 use serde_json::{json, Value};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-use texfleet_e2e::{eventually, eventually_some, SchedulerProcess, TestApp, ENDLESS, HELLO};
-
-const BINARY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/texfleet");
-
-/// A receiver process and what it recorded.
-struct Receiver {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Receiver {
-    fn start(behaviour: &str) -> Receiver {
-        let python = std::env::var("RECEIVER_PYTHON").expect(
-            "RECEIVER_PYTHON: a python with the standardwebhooks package (./dev/test makes one)",
-        );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("secret"), "whsec_AAAA").unwrap();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/clients/webhook_receiver.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(dir.path().join("record"))
-            .arg(dir.path().join("secret"))
-            .arg(behaviour)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().expect("the receiver prints its port");
-        Receiver { child, port, dir }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/hook", self.port)
-    }
-
-    fn set_secret(&self, secret: &str) {
-        std::fs::write(self.dir.path().join("secret"), secret).unwrap();
-    }
-
-    /// Every request the receiver got, in order.
-    fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("record"))
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    }
-
-    async fn wait_for(&self, count: usize) -> Vec<Value> {
-        eventually_some(
-            Duration::from_secs(90),
-            "the receiver's requests",
-            || async {
-                let requests = self.requests();
-                (requests.len() >= count).then_some(requests)
-            },
-        )
-        .await
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
+use texfleet_e2e::{
+    eventually, eventually_some, texfleet_command, HostsEntry, SchedulerProcess, TestApp,
+    WebhookReceiver, ENDLESS, HELLO, TEXFLEET,
+};
 
 /// Registers `url` for the app's project; the answer's status and body.
 async fn register(app: &TestApp, token: &str, project: uuid::Uuid, url: &str) -> (u16, Value) {
@@ -92,7 +24,7 @@ async fn register(app: &TestApp, token: &str, project: uuid::Uuid, url: &str) ->
 }
 
 /// Registers the receiver and hands it the secret.
-async fn subscribe(app: &TestApp, receiver: &Receiver) -> Value {
+async fn subscribe(app: &TestApp, receiver: &WebhookReceiver) -> Value {
     let (status, endpoint) = register(app, &app.token, app.project_id, &receiver.url()).await;
     assert_eq!(status, 201, "{endpoint:#}");
     receiver.set_secret(endpoint["secret"].as_str().unwrap());
@@ -114,7 +46,7 @@ async fn deliveries(app: &TestApp, endpoint: &Value) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_library() {
     let app = TestApp::spawn_with(|config| config.result_cache = true).await;
-    let receiver = Receiver::start("ok");
+    let receiver = WebhookReceiver::start("ok");
     let endpoint = subscribe(&app, &receiver).await;
     let succeeded = app.compile(json!({ "input_latex": HELLO })).await;
     let reused = app.submit(json!({ "input_latex": HELLO })).await;
@@ -187,7 +119,7 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failing_receiver_gets_growing_retries_of_one_event_until_it_answers() {
     let app = TestApp::spawn_with(|config| config.webhook_retry_base_seconds = 1.0).await;
-    let receiver = Receiver::start("fail-3");
+    let receiver = WebhookReceiver::start("fail-3");
     let endpoint = subscribe(&app, &receiver).await;
     app.compile(json!({ "input_latex": HELLO })).await;
     let requests = receiver.wait_for(4).await;
@@ -347,10 +279,10 @@ async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
 #[tokio::test(flavor = "multi_thread")]
 async fn slow_redirecting_and_endless_receivers_hold_no_one_up() {
     let app = TestApp::spawn().await;
-    let hang = Receiver::start("hang");
-    let redirect = Receiver::start("redirect");
-    let endless = Receiver::start("endless");
-    let ok = Receiver::start("ok");
+    let hang = WebhookReceiver::start("hang");
+    let redirect = WebhookReceiver::start("redirect");
+    let endless = WebhookReceiver::start("endless");
+    let ok = WebhookReceiver::start("ok");
     let mut endpoints = Vec::new();
     for receiver in [&hang, &redirect, &endless, &ok] {
         endpoints.push(subscribe(&app, receiver).await);
@@ -415,7 +347,7 @@ async fn silent_receiver() -> std::net::SocketAddr {
 async fn one_projects_backlog_never_holds_up_another_projects_delivery() {
     let app = TestApp::spawn_with(|config| config.result_cache = true).await;
     let (other, other_token) = app.other_project().await;
-    let ok = Receiver::start("ok");
+    let ok = WebhookReceiver::start("ok");
     let (status, endpoint) = register(&app, &other_token, other, &ok.url()).await;
     assert_eq!(status, 201, "{endpoint:#}");
     ok.set_secret(endpoint["secret"].as_str().unwrap());
@@ -486,7 +418,7 @@ async fn projects_whose_endpoints_never_answer_leave_senders_for_another() {
             assert_eq!(again.status(), 200, "a reused result");
         }
     }
-    let ok = Receiver::start("ok");
+    let ok = WebhookReceiver::start("ok");
     subscribe(&app, &ok).await;
     let original = app.compile(json!({ "input_latex": HELLO })).await;
     assert_eq!(original["status"], "Succeeded", "{original:#}");
@@ -521,7 +453,7 @@ async fn cancelled_job(app: &TestApp, token: &str, project: uuid::Uuid) {
 async fn eighty_projects_of_silent_endpoints_leave_a_healthy_endpoint_served() {
     // No job runs: events come from cancelled jobs, and only the delivery worker works.
     let app = TestApp::spawn_with(|config| config.max_running_per_project = 0).await;
-    let ok = Receiver::start("ok");
+    let ok = WebhookReceiver::start("ok");
     subscribe(&app, &ok).await;
     cancelled_job(&app, &app.token, app.project_id).await;
     ok.wait_for(1).await;
@@ -550,7 +482,7 @@ async fn eighty_projects_of_silent_endpoints_leave_a_healthy_endpoint_served() {
 async fn an_endpoint_holds_at_most_a_thousand_pending_deliveries() {
     // No scheduler: nothing is sent, and every event stays pending.
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let endpoint = subscribe(&app, &Receiver::start("ok")).await;
+    let endpoint = subscribe(&app, &WebhookReceiver::start("ok")).await;
     cancelled_job(&app, &app.token, app.project_id).await;
     let first = deliveries(&app, &endpoint).await;
     assert_eq!(first[0]["status"], "pending");
@@ -586,7 +518,7 @@ async fn an_endpoint_holds_at_most_a_thousand_pending_deliveries() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attempt_twice() {
     let app = TestApp::spawn_api_only(|_| {}).await;
-    let receiver = Receiver::start("hang-first");
+    let receiver = WebhookReceiver::start("hang-first");
     let endpoint = subscribe(&app, &receiver).await;
     let mut config = app.config.clone();
     config.scheduler_slots = 2;
@@ -634,19 +566,13 @@ async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attem
 
 /// `texfleet <args>` as the app's project.
 fn texfleet(app: &TestApp, args: &[&str]) -> std::process::Output {
-    Command::new(BINARY)
-        .args(args)
-        .env("TEXFLEET_URL", &app.url)
-        .env("TEXFLEET_TOKEN", &app.token)
-        .env("TEXFLEET_PROJECT", app.project_id.to_string())
-        .output()
-        .unwrap()
+    texfleet_command(app).args(args).output().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let app = TestApp::spawn().await;
-    let receiver = Receiver::start("ok");
+    let receiver = WebhookReceiver::start("ok");
     let added = texfleet(
         &app,
         &[
@@ -700,7 +626,7 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let raw = request["raw"].as_str().unwrap();
     let verify = |body: &str, secret: &str| {
         std::fs::write(dir.join("body"), body).unwrap();
-        Command::new(BINARY)
+        Command::new(TEXFLEET)
             .args(["webhook", "verify", "--any-time", "--headers"])
             .arg(dir.join("headers"))
             .arg("--body")
@@ -738,54 +664,6 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
         Some(2),
         "an unknown endpoint is the user's mistake"
     );
-}
-
-/// A line of /etc/hosts naming `name`, for the life of the test: the resolver every delivery
-/// uses (getaddrinfo) reads it at each lookup, so a test can change what a name resolves to.
-struct HostsEntry {
-    name: String,
-}
-
-impl HostsEntry {
-    const FILE: &'static str = "/etc/hosts";
-
-    fn new(name: &str, address: &str) -> HostsEntry {
-        let entry = HostsEntry {
-            name: name.to_string(),
-        };
-        entry.point_to(address);
-        entry
-    }
-
-    fn marker(&self) -> String {
-        format!("# texfleet test {}", self.name)
-    }
-
-    fn others(&self) -> String {
-        std::fs::read_to_string(Self::FILE)
-            .expect("/etc/hosts is readable")
-            .lines()
-            .filter(|line| !line.ends_with(&self.marker()))
-            .map(|line| format!("{line}\n"))
-            .collect()
-    }
-
-    fn point_to(&self, address: &str) {
-        let contents = format!(
-            "{}{address} {} {}\n",
-            self.others(),
-            self.name,
-            self.marker()
-        );
-        std::fs::write(Self::FILE, contents)
-            .expect("the tests run as root and may edit /etc/hosts");
-    }
-}
-
-impl Drop for HostsEntry {
-    fn drop(&mut self) {
-        std::fs::write(Self::FILE, self.others()).ok();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
