@@ -10,7 +10,7 @@
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
 //!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
 //! - [`upkeep`]: lease rescue, leftover containers and retention, on timers;
-//!   [`engine_connect`]: reaching the engine, locally or over TLS; [`engine_health`]: no
+//!   [`docker_connect`]: reaching the engine, locally or over TLS; [`docker_health`]: no
 //!   claims while it does not answer;
 //! - [`metrics`]: what operators watch.
 //!
@@ -24,8 +24,8 @@ mod compile_state;
 mod deliveries;
 mod diagnostics;
 mod docker;
-mod engine_connect;
-mod engine_health;
+mod docker_connect;
+mod docker_health;
 mod floor;
 mod format_key;
 mod image_catalogue;
@@ -77,7 +77,7 @@ pub struct Context {
     /// Containers started ahead of demand; None when the warm pool is off.
     pub warm_pool: Option<Arc<WarmPool>>,
     /// Whether the Docker engine answers; claims wait while it does not.
-    pub engine: Arc<engine_health::EngineHealth>,
+    pub engine: Arc<docker_health::DockerHealth>,
 }
 
 impl Context {
@@ -122,7 +122,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         storage: Storage::new(&config),
         owner: owner.clone(),
         config: config.clone(),
-        engine: Arc::new(engine_health::EngineHealth::default()),
+        engine: Arc::new(docker_health::DockerHealth::default()),
     });
     tracing::info!(
         owner,
@@ -165,7 +165,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
     let upkeep = tokio::spawn(upkeep::run(context.clone(), running.clone()));
     let engine = context.engine.clone();
-    let engine_watch = tokio::spawn(engine_health::watch(context.clone(), running.clone()));
+    let engine_watch = tokio::spawn(docker_health::watch(context.clone(), running.clone()));
     let deliverer = deliveries::Deliverer::new(&config, context.db.clone())?
         .map(|deliverer| tokio::spawn(Arc::new(deliverer).run(wake_deliveries.clone())));
     let stop_pool = CancellationToken::new();

@@ -2,7 +2,7 @@
 //! its metrics, whether the process answers, and whether its Docker engine does (so that it
 //! claims jobs).
 
-use crate::engine_health::EngineHealth;
+use crate::docker_health::DockerHealth;
 use crate::metrics::REGISTRY;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -32,7 +32,7 @@ const LIFETIME: Duration = Duration::from_secs(10);
 /// answers, so it claims jobs) on `listener` until the task is aborted: one request per
 /// connection, so that a connection is held only while a request arrives or its answer is
 /// read, and a new connection always gets a place ([`Held::take`]).
-pub async fn serve(listener: TcpListener, engine: Arc<EngineHealth>) {
+pub async fn serve(listener: TcpListener, engine: Arc<DockerHealth>) {
     let router = Router::new()
         .route(
             "/metrics",

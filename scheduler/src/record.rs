@@ -53,7 +53,7 @@ pub async fn record(
             let code = match error {
                 Interrupted::Storage(_) => ErrorCode::StorageError,
                 _ => {
-                    crate::engine_health::check_after_failure(context).await;
+                    crate::docker_health::check_after_failure(context).await;
                     ErrorCode::SandboxError
                 }
             };

@@ -23,7 +23,7 @@ impl Sandboxes {
             !config.sandbox_images.is_empty(),
             "sandbox_images is not set (TEXFLEET_SANDBOX_IMAGES='{{2024=\"texfleet-sandbox:2024-…\"}}')"
         );
-        let docker = crate::engine_connect::connect_engine(config).await?;
+        let docker = crate::docker_connect::connect_engine(config).await?;
         let mut by_year = BTreeMap::new();
         for (year, image) in &config.sandbox_images {
             let sandbox = Sandbox::of_image(

@@ -20,13 +20,13 @@ const PING_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Shared between the watcher, the claim loop and `/readyz`.
 #[derive(Default)]
-pub struct EngineHealth {
+pub struct DockerHealth {
     down: AtomicBool,
     /// Woken when the engine comes back.
     back: Notify,
 }
 
-impl EngineHealth {
+impl DockerHealth {
     pub fn is_up(&self) -> bool {
         !self.down.load(Ordering::SeqCst)
     }
@@ -60,7 +60,7 @@ async fn answers(context: &Context) -> bool {
     )
 }
 
-fn mark_down(health: &EngineHealth) {
+fn mark_down(health: &DockerHealth) {
     if !health.down.swap(true, Ordering::SeqCst) {
         tracing::error!("the Docker engine does not answer; claiming stops until it does");
         metrics::DOCKER_ENGINE_UP.set(0);
