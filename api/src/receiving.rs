@@ -176,6 +176,23 @@ fn cost_kib(bytes: usize) -> usize {
     (COPIES * bytes).div_ceil(1024)
 }
 
+/// Runs `work` on a thread of the blocking pool, holding the body's `place` in the receiving
+/// budget until it ends: a client that goes away drops the request, not the work, which goes
+/// on with the body in memory and so must stay counted.
+pub async fn off_the_workers<T: Send + 'static>(
+    place: &Arc<Held>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let place = Arc::clone(place);
+    tokio::task::spawn_blocking(move || {
+        let made = work();
+        drop(place);
+        made
+    })
+    .await
+    .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +310,46 @@ mod tests {
             project,
         );
         assert!(matches!(busy.await, Err(BodyError::Busy)));
+        assert!(budget.projects.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn work_on_a_body_holds_its_place_after_its_client_went_away() {
+        let budget = ReceivingBudget::new(4096);
+        let project = Uuid::new_v4();
+        let (_, place) = read_body(
+            body_of(4096),
+            4096,
+            Duration::from_secs(5),
+            &budget,
+            project,
+        )
+        .await
+        .unwrap();
+        let place = Arc::new(place);
+        let (started, has_started) = tokio::sync::oneshot::channel();
+        let (finish, may_finish) = std::sync::mpsc::channel::<()>();
+        let request = tokio::spawn(async move {
+            off_the_workers(&place, move || {
+                started.send(()).unwrap();
+                may_finish.recv().unwrap();
+            })
+            .await
+        });
+        has_started.await.unwrap();
+        // The client goes away: its request is dropped while the parse goes on.
+        request.abort();
+        assert!(request.await.unwrap_err().is_cancelled());
+        assert_eq!(budget.total.available_permits(), (64 - 4) * COPIES);
+        finish.send(()).unwrap();
+        let given_back = async {
+            while budget.total.available_permits() != 64 * COPIES {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), given_back)
+            .await
+            .expect("the place is given back once the work ends");
         assert!(budget.projects.lock().unwrap().is_empty());
     }
 }

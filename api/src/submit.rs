@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
-use crate::receiving::read_body;
+use crate::receiving::{off_the_workers, read_body};
 use crate::request::{self, CompileBody, Limits, MultipartBody};
 use crate::routes::{respond_after_wait, WaitUntil};
 use crate::AppState;
@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
+use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::cache_key::{input_hash, request_hash};
 use texfleet_core::db::{self, Submitted};
@@ -59,7 +60,7 @@ pub async fn submit(
     let timeout = Duration::from_secs(config.body_timeout_seconds);
     // The body, what is made of it and its place in the receiving budget go before the wait.
     let (job, status) = {
-        let (body, _place) = read_body(
+        let (body, place) = read_body(
             body,
             config.max_body_bytes,
             timeout,
@@ -70,6 +71,7 @@ pub async fn submit(
         .map_err(|e| {
             Problem::unreadable_body(e, config.max_body_bytes, config.body_timeout_seconds)
         })?;
+        let place = Arc::new(place);
         let limits = Limits {
             default_timeout_seconds: config.default_timeout_seconds,
             max_timeout_seconds: config.max_timeout_seconds,
@@ -81,24 +83,27 @@ pub async fn submit(
         // which serve every other client meanwhile.
         let new_job = match multipart {
             None => {
-                let value = off_the_workers(move || json_value(&body)).await?;
+                let value = off_the_workers(&place, move || json_value(&body)).await?;
                 auth.may_name(request::project_id(&value))?;
-                off_the_workers(move || request::parse(value, &limits)).await
+                off_the_workers(&place, move || request::parse(value, &limits)).await
             }
             Some(boundary) => {
                 // The whole body is in memory, so reading its parts never waits.
-                let (metadata, uploads) = off_the_workers(move || {
+                let (metadata, uploads) = off_the_workers(&place, move || {
                     futures::executor::block_on(request::read_multipart(body, boundary))
                 })
                 .await?;
                 auth.may_name(request::project_id(&metadata))?;
-                off_the_workers(move || request::parse_multipart(metadata, uploads, &limits)).await
+                off_the_workers(&place, move || {
+                    request::parse_multipart(metadata, uploads, &limits)
+                })
+                .await
             }
         }
         .map_err(Problem::validation)?;
         let key = request::idempotency_key(&headers).map_err(|e| Problem::validation(vec![e]))?;
         let config = state.config.clone();
-        let hashed = off_the_workers(move || Hashed {
+        let hashed = off_the_workers(&place, move || Hashed {
             request: request_hash(&new_job),
             inputs: input_hash(&new_job, &config),
             new_job,
@@ -126,13 +131,6 @@ struct Hashed {
     request: Vec<u8>,
     /// What an identical earlier result must have compiled.
     inputs: Vec<u8>,
-}
-
-/// Runs `work` on a thread of the blocking pool.
-async fn off_the_workers<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
 }
 
 /// Inserts the job (or finds the one it repeats or reuses) and says how to answer.
