@@ -50,7 +50,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&link).unwrap(), "the log");
         assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
         assert_eq!(
-            std::fs::read_dir(&dir).unwrap().count(),
+            std::fs::read_dir(dir).unwrap().count(),
             2,
             "no partial file is left"
         );

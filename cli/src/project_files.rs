@@ -164,7 +164,7 @@ mod tests {
         std::fs::write(dir.join(".env"), "SECRET=1").unwrap();
         std::os::unix::fs::symlink("/etc/hostname", dir.join("linked.tex")).unwrap();
         std::fs::write(dir.join("chapters/.gitignore"), "draft.tex\n").unwrap();
-        let sent: Vec<String> = collect(&dir, &dir.join("paper.tex"), &[])
+        let sent: Vec<String> = collect(dir, &dir.join("paper.tex"), &[])
             .unwrap()
             .into_iter()
             .map(|f| f.path)
@@ -180,7 +180,7 @@ mod tests {
                 "refs.bib"
             ]
         );
-        let error = collect(&dir, &dir.join("build/notes.tex"), &[])
+        let error = collect(dir, &dir.join("build/notes.tex"), &[])
             .err()
             .unwrap();
         assert!(error.to_string().contains("is ignored"), "{error}");

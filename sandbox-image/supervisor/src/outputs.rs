@@ -148,16 +148,16 @@ mod tests {
         fs::write(dir.join("output.log"), b"0123456789").unwrap();
         let mut report = Report::default();
         assert_eq!(
-            take_output(&dir, Path::new(""), "output.log", 100, &mut report).unwrap(),
+            take_output(dir, Path::new(""), "output.log", 100, &mut report).unwrap(),
             b"0123456789"
         );
         assert_eq!(report.limit, None);
         assert_eq!(
-            take_output(&dir, Path::new(""), "output.log", 4, &mut report).unwrap(),
+            take_output(dir, Path::new(""), "output.log", 4, &mut report).unwrap(),
             b"0123"
         );
         assert_eq!(report.limit, Some(Limit::Output));
-        assert!(take_output(&dir, Path::new(""), "missing.pdf", 100, &mut report).is_none());
+        assert!(take_output(dir, Path::new(""), "missing.pdf", 100, &mut report).is_none());
     }
 
     #[test]
@@ -172,7 +172,7 @@ mod tests {
         let mut report = Report::default();
         for name in ["symlinked.pdf", "linked.pdf", "fifo.pdf", "dir.pdf"] {
             assert!(
-                take_output(&dir, Path::new(""), name, 100, &mut report).is_none(),
+                take_output(dir, Path::new(""), name, 100, &mut report).is_none(),
                 "{name} was taken"
             );
         }
@@ -184,12 +184,12 @@ mod tests {
         let (scratch, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (dir, elsewhere) = (scratch.path(), other.path());
         fs::write(elsewhere.join("output.pdf"), b"planted").unwrap();
-        std::os::unix::fs::symlink(&elsewhere, dir.join("paper")).unwrap();
+        std::os::unix::fs::symlink(elsewhere, dir.join("paper")).unwrap();
         fs::create_dir(dir.join("real")).unwrap();
         fs::write(dir.join("real/output.pdf"), b"honest").unwrap();
         let mut report = Report::default();
         let taken = |folder: &str, report: &mut Report| {
-            take_output(&dir, Path::new(folder), "output.pdf", 100, report)
+            take_output(dir, Path::new(folder), "output.pdf", 100, report)
         };
         assert_eq!(taken("real", &mut report).as_deref(), Some(&b"honest"[..]));
         assert!(taken("paper", &mut report).is_none());
@@ -202,8 +202,8 @@ mod tests {
         let dir = scratch.path();
         fs::create_dir(dir.join("sub")).unwrap();
         fs::write(dir.join("sub/small.txt"), b"abc").unwrap();
-        assert_eq!(disk_limit_reached(&dir, 100), None);
+        assert_eq!(disk_limit_reached(dir, 100), None);
         fs::write(dir.join("sub/big.txt"), vec![b'x'; 99]).unwrap();
-        assert!(disk_limit_reached(&dir, 100).is_some());
+        assert!(disk_limit_reached(dir, 100).is_some());
     }
 }

@@ -88,16 +88,16 @@ mod tests {
         fs::create_dir_all(root.join("bib")).unwrap();
         fs::write(root.join("bib/refs.bib"), "one").unwrap();
         fs::write(root.join("main.tex"), "not a database").unwrap();
-        let first = contents_of_kinds_below(&root, &["bib"]);
-        assert_eq!(contents_of_kinds_below(&root, &["bib"]), first);
+        let first = contents_of_kinds_below(root, &["bib"]);
+        assert_eq!(contents_of_kinds_below(root, &["bib"]), first);
         fs::write(root.join("bib/refs.bib"), "two").unwrap();
-        assert_ne!(contents_of_kinds_below(&root, &["bib"]), first);
+        assert_ne!(contents_of_kinds_below(root, &["bib"]), first);
         fs::write(root.join("main.tex"), "still not").unwrap();
-        let second = contents_of_kinds_below(&root, &["bib"]);
-        assert_eq!(contents_of_kinds_below(&root, &["bib"]), second);
+        let second = contents_of_kinds_below(root, &["bib"]);
+        assert_eq!(contents_of_kinds_below(root, &["bib"]), second);
         // Past the depth it can tell: a text that matches no earlier one.
         fs::create_dir_all(root.join("a/b/c/d/e/f/g/h/i/j")).unwrap();
-        let deep = contents_of_kinds_below(&root, &["bib"]);
-        assert_ne!(contents_of_kinds_below(&root, &["bib"]), deep);
+        let deep = contents_of_kinds_below(root, &["bib"]);
+        assert_ne!(contents_of_kinds_below(root, &["bib"]), deep);
     }
 }
