@@ -1,6 +1,6 @@
 //! One job from claim to recorded outcome: run the sandbox, read what it produced, decide the
 //! job's status ([`crate::outcome`]), upload the PDF and log, and record the outcome under our
-//! lease ([`crate::record`]). While it runs, a heartbeat renews the job's lease; when the lease
+//! lease ([`crate::record`]). While it runs, the lease is renewed ([`keep_lease`]); when the lease
 //! is lost, the job's [`JobStop`] fires.
 
 use crate::collect::{collect, is_valid_pdf, Bounds};

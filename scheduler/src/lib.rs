@@ -4,7 +4,7 @@
 //!   every container is confined; [`inventory`]: listing them; [`image_catalogue`]: what the
 //!   image holds, registered for the API. Every Docker call is in these;
 //! - [`warm_pool`]: containers started ahead of demand;
-//! - [`compile`]: one job from claim to uploaded outputs, with its lease heartbeat;
+//! - [`compile`]: one job from claim to uploaded outputs, renewing its lease;
 //!   [`job_spec`]: what the sandbox reads on stdin; [`floor`]: the benchmark's floor;
 //!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
