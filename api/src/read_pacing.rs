@@ -163,10 +163,19 @@ impl Meter {
         }
     }
 
-    /// Gives back `bytes` that were a request's head or body.
+    /// Gives back `bytes` that were a request's head.
     pub fn give_back(&self, bytes: usize) {
         if let Some(pacing) = &self.pacing {
             pacing.update(&self.networks, bytes as f64);
+        }
+    }
+
+    /// Gives back a body frame's `data` bytes, less what a frame smaller than
+    /// [`LEAST_FRAME_COST`] owes.
+    pub fn give_back_body(&self, data: usize) {
+        if let Some(pacing) = &self.pacing {
+            let owed = LEAST_FRAME_COST.saturating_sub(data);
+            pacing.update(&self.networks, data as f64 - owed as f64);
         }
     }
 
@@ -197,6 +206,12 @@ pub fn head_credit<B>(request: &axum::http::Request<B>) -> usize {
         _ => head,
     }
 }
+
+/// What a body's frame costs at least: a frame of one byte costs the server about what a frame
+/// of a kilobyte does (decoding its chunk, waking the reader), so a body sent a byte a chunk
+/// is paced as its frames cost, not as its few bytes. Every frame of a body but its last is
+/// larger than this as clients send them.
+const LEAST_FRAME_COST: usize = 1024;
 
 /// The most an HTTP/2 request's head gives back: more than a repeated request's head takes
 /// on the wire, less than a first request's.
@@ -321,6 +336,26 @@ mod tests {
             pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
             None
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_in_tiny_frames_is_paced_as_its_frames_cost() {
+        let pacing = ReadPacing::new();
+        let uploading = pacing.meter("192.0.2.7".parse().unwrap(), false);
+        let tiny = pacing.meter("198.51.100.1".parse().unwrap(), false);
+        // 80 MB of a body in frames of 16 KiB cost nothing, with their chunks' framing.
+        for _ in 0..5000 {
+            uploading.charge(16 * 1024 + 8);
+            uploading.give_back_body(16 * 1024);
+        }
+        assert_eq!(uploading.wait(), None);
+        // Chunks of one byte: `1\r\n \r\n` on the wire, 6 bytes each.
+        let chunks = BURST as usize / LEAST_FRAME_COST + 64;
+        for _ in 0..chunks {
+            tiny.charge(6);
+            tiny.give_back_body(1);
+        }
+        assert!(tiny.wait().is_some());
     }
 
     #[test]

@@ -211,7 +211,7 @@ impl hyper::body::Body for Receiving {
                 self.activity.progress();
             }
             if let Some(data) = frame.data_ref() {
-                self.meter.give_back(data.len());
+                self.meter.give_back_body(data.len());
             }
         }
         frame
