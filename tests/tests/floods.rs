@@ -173,3 +173,34 @@ async fn requests_pipelined_past_their_address_rate_are_read_at_a_pace() {
     );
     flood.abort_all();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_sent_a_byte_a_chunk_is_paced_as_its_chunks_cost() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let (_reading, mut writing) = connect_from("127.0.3.1", address_of(&app))
+        .await
+        .into_split();
+    let head = format!(
+        "POST /compile HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+        app.token
+    );
+    writing.write_all(head.as_bytes()).await.unwrap();
+    // Each chunk costs the API a frame to decode and give to the body's reader, for 6 bytes.
+    let chunks = b"1\r\n \r\n".repeat(10_000);
+    let started = Instant::now();
+    let flood = tokio::spawn(async move { while writing.write_all(&chunks).await.is_ok() {} });
+    // Paced after about four thousand chunks (its network's burst at a kilobyte a chunk), not
+    // after the 800,000 whose bytes alone make up the burst.
+    eventually(Duration::from_secs(10), "the chunks are paced", || async {
+        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "paced only after {:?}",
+        started.elapsed()
+    );
+    served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
+    flood.abort();
+}
