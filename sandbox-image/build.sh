@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the sandbox image of a TeX Live year and prints its reference: the TeX Live base
 # (base/build.sh, rebuilt only when base/ changes) plus a thin layer holding the supervisor
-# binary given as $1, the restricted shell built beside it (as /usr/bin/sh) and LuaTeX's
-# sandbox (luatex-sandbox.lua, loaded by the compile driver with --lua before any format):
+# binary given as $1, the restricted shell built beside it (as /usr/bin/sh), LuaTeX's sandbox
+# (luatex-sandbox.lua, loaded by the compile driver with --lua before any format) and, where
+# the year's kpathsea reads any name, kpathsea-guard.c's rule preloaded into every program:
 # what changes with the code, so that a change rebuilds seconds, not the TeX Live base.
-# The tag hashes the base tag and the binaries, so an unchanged build is a no-op.
+# The tag hashes the base tag and the layer's sources, so an unchanged build is a no-op.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 supervisor=${1:?usage: build.sh path/to/texfleet-supervisor [YEAR]}
@@ -14,19 +15,44 @@ shell="$(dirname "$supervisor")/texfleet-sh"
 
 base=$("$here/base/build.sh" "$year")
 lua_sandbox="$here/luatex-sandbox.lua"
-hash=$( { echo "$base"; cat "$supervisor" "$shell" "$lua_sandbox"; } | sha256sum | cut -c1-16)
+guard="$here/kpathsea-guard.c"
+hash=$( { echo "$base"; cat "$supervisor" "$shell" "$lua_sandbox" "$guard"; } | sha256sum | cut -c1-16)
 tag="texfleet-sandbox:$year-$hash"
+
+# Whether kpathsea lets pdfLaTeX read /etc/passwd by name in `image` (exit 0: it does).
+reads_any_name() {
+  docker run --rm --network none --user 65101:65101 --entrypoint /usr/bin/kpsewhich "$1" \
+    -progname=pdflatex -safe-in-name=/etc/passwd >/dev/null 2>&1
+}
+
 if ! docker image inspect "$tag" >/dev/null 2>&1; then
+  work=$(mktemp -d)
   container=$(docker create "$base" true)
-  trap 'docker rm -f "$container" >/dev/null' EXIT
+  trap 'docker rm -f "$container" >/dev/null; rm -rf "$work"' EXIT
   docker cp "$supervisor" "$container:/usr/local/bin/texfleet-supervisor" >&2
   docker cp "$shell" "$container:/usr/bin/sh" >&2
   # Root's and read-only, whatever the checkout's umask: the compile may read it, never change it.
   tar --owner=0 --group=0 --mode=0644 -C "$here" -cf - luatex-sandbox.lua |
     docker cp - "$container:/usr/share/texfleet/" >&2
+  guarded=false
+  if reads_any_name "$base"; then
+    # Built here: it needs the C library only, and the image's is no older than the host's.
+    mkdir -p "$work/layer/usr/lib/texfleet" "$work/layer/etc"
+    cc -O2 -shared -fPIC -Wall -Wextra -Werror -o "$work/layer/usr/lib/texfleet/kpathsea-guard.so" "$guard"
+    echo /usr/lib/texfleet/kpathsea-guard.so >"$work/layer/etc/ld.so.preload"
+    tar --owner=0 --group=0 --mode=a+rX,go-w -C "$work/layer" -cf - usr/lib/texfleet etc/ld.so.preload |
+      docker cp - "$container:/" >&2
+    guarded=true
+  fi
   docker commit \
     --change 'CMD ["texfleet-supervisor"]' \
     --change 'LABEL org.texfleet.sandbox=1' \
+    --change "LABEL org.texfleet.kpathsea-guard=$guarded" \
     "$container" "$tag" >/dev/null
+  if reads_any_name "$tag"; then
+    docker rmi "$tag" >/dev/null
+    echo "build.sh: kpathsea in $tag lets TeX read /etc/passwd by name" >&2
+    exit 1
+  fi
 fi
 echo "$tag"

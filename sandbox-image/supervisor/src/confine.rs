@@ -25,8 +25,9 @@ pub const HOME: &str = "/nonexistent";
 const LANDLOCK_ABI: ABI = ABI::V6;
 
 /// Read-only hierarchies: programs and their libraries, the TeX trees and fonts, the linker's
-/// cache, and the configuration of TeX, fontconfig, Ghostscript, the paper sizes and Java. Nothing
-/// else of the image (no `/proc`, `/sys`, `/etc/passwd`, `/etc/hosts`), nothing of the host.
+/// cache and preload list, and the configuration of TeX, fontconfig, Ghostscript, the paper
+/// sizes and Java. Nothing else of the image (no `/proc`, `/sys`, `/etc/passwd`, `/etc/hosts`),
+/// nothing of the host.
 const READABLE: &[&str] = &[
     "/usr",
     "/etc/texmf",
@@ -43,6 +44,9 @@ const READABLE: &[&str] = &[
     "/etc/java-21-openjdk",
     "/etc/java-25-openjdk",
     "/etc/ld.so.cache",
+    // The library every program of TeX Live 2026 loads first (kpathsea-guard.c): unread, it
+    // would be silently skipped.
+    "/etc/ld.so.preload",
     "/var/lib/texmf",
     "/dev/urandom",
 ];

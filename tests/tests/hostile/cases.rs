@@ -52,6 +52,13 @@ fn doc(body: &str) -> String {
     format!("\\documentclass{{article}}\n\\begin{{document}}\n{body}\nx\n\\end{{document}}\n")
 }
 
+/// A document that asks `primitives` of files outside the job and tells in the log, for each,
+/// `stat-refused` or `stat-answered` (a word the document never writes whole).
+fn stat_probes(primitives: &str) -> String {
+    let probe = format!("\\def\\probe#1{{\\edef\\s{{{primitives}}}\\message{{stat-\\ifx\\s\\empty refused\\else answered\\fi}}}}");
+    doc(&format!("{probe}\\probe{{/etc/passwd}}\\probe{{../../etc/passwd}}\\probe{{/proc/self/status}}\\probe{{/tmp}}"))
+}
+
 fn case(
     name: &'static str,
     engine: &'static str,
@@ -146,6 +153,14 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             doc("\\message{MD5=[\\pdfmdfivesum file{/etc/passwd}]}"), SUCCEEDS) },
         Case { log_contains: Some("MD5=[]"), ..case("xetex mdfivesum of a file outside the trees", "xelatex",
             doc("\\message{MD5=[\\mdfivesum file{/etc/passwd}]}"), SUCCEEDS) },
+        // Whether a file exists, its size and its date: kpathsea's name check before the stat,
+        // which TeX Live 2026 needs restored (kpathsea-guard.c). Refused in every year.
+        Case { log_contains: Some("stat-refused"), log_lacks: Some("stat-answered"),
+            ..case("file size of a file outside the trees", "pdflatex",
+                stat_probes("\\pdffilesize{#1}\\pdffilemoddate{#1}"), SUCCEEDS) },
+        Case { log_contains: Some("stat-refused"), log_lacks: Some("stat-answered"),
+            ..case("xetex file size of a file outside the trees", "xelatex",
+                stat_probes("\\filesize{#1}\\filemoddate{#1}"), SUCCEEDS) },
         case("xetex fstream", "xelatex",
             doc("\\special{pdf:fstream @leak (/etc/passwd)}\\special{pdf:put @catalog <</Leak @leak>>}"), ANY_END),
         case("lualatex input absolute", "lualatex", doc("\\input{/etc/passwd}"), ANY_END),

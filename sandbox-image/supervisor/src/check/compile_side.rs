@@ -79,8 +79,8 @@ pub fn run() -> io::Result<()> {
         );
         checks.add("reads_tex_trees", texmf.is_ok(), format!("{texmf:?}"));
     }
-    // Where no Landlock keeps reads to the trees (gVisor), TeX's own check must: TeX Live 2026's
-    // kpathsea no longer refuses any name (openin_any has no effect there).
+    // Where no Landlock keeps reads to the trees (gVisor), TeX's own check must: in TeX Live
+    // 2026 only the library its image preloads keeps it (kpathsea-guard.c).
     let kpsewhich = crate::process::Program::new(
         "/usr/bin/kpsewhich",
         &["-progname=pdflatex", "-safe-in-name=/etc/passwd"],
