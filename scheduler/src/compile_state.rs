@@ -10,7 +10,7 @@
 //! paths (a file the preamble looks for may appear later) and the content of every source the
 //! dump read. Anything else is a miss, and a miss compiles without the cache and dumps anew.
 
-use crate::format_key::{why_not_keyable, FormatKey};
+use crate::format_key::FormatKey;
 use crate::metrics;
 use crate::Context;
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use texfleet_core::db;
 use texfleet_core::digest::sha256_hex;
 use texfleet_core::model::{document_state_prefix, ClaimedJob, Engine};
 use texfleet_core::storage::StorageError;
-use texfleet_sandbox::{CompileState, DriverState, Dump, Preamble};
+use texfleet_sandbox::{why_not_keyable, CompileState, DriverState, Dump, Preamble};
 
 const STATE_OBJECT: &str = "state.json";
 const FORMAT_OBJECT: &str = "preamble.fmt";

@@ -13,11 +13,11 @@
 
 pub mod execution;
 mod handed_on;
-mod preamble_text;
+mod preamble_rules;
 pub mod shell_escape;
 
 pub use handed_on::{is_handed_on, is_plain_relative};
-pub use preamble_text::{comment_start, preamble_end, BEGIN_DOCUMENT};
+pub use preamble_rules::{preamble_end, why_not_keyable, BEGIN_DOCUMENT, STATE_A_FORMAT_DROPS};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};

@@ -29,7 +29,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
     is_plain_relative, preamble_end, Dump, FileSpec, BEGIN_DOCUMENT, FORMAT_FILE, JOB_NAME,
-    LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, SYNCTEX_FILE, WORK_DIR,
+    LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, STATE_A_FORMAT_DROPS, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// Where TeX's own files are: a dump may read anything there (the image is in the key).
@@ -39,25 +39,6 @@ const TEX_TREES: &[&str] = &[
     "/usr/share/fonts/",
     "/etc/texmf/",
     "/var/lib/texmf/",
-];
-
-/// Files of TeX's trees that set pdfTeX state a format does not keep: glyph names' Unicode
-/// values (`\input glyphtounicode` with `\pdfgentounicode=1`, common in CV templates), font
-/// map lines, and what minted learns of the shell escape. A format of a preamble that reads one would give later PDFs other text or other
-/// fonts than the same request without the cache, and the check pass, which renders only this
-/// compile's pages, cannot tell (a font remapped that the dumping body does not use).
-const STATE_A_FORMAT_DROPS: &[&str] = &[
-    "glyphtounicode",
-    "pdfx.sty",
-    "tagpdf.sty",
-    "armtex.sty",
-    "knitting.sty",
-    "russ.sty",
-    "typeface.sty",
-    "oblivoir-utf.cls",
-    // minted finds out at load time whether it may run latexminted; the dump runs without
-    // shell escape, so a format would say it may not.
-    "minted.sty",
 ];
 
 /// Where [`same_pages`] renders the two PDFs.
