@@ -1,6 +1,7 @@
 //! [`TestApp`]: the real API and scheduler of one test, on a database of its own, and the
 //! requests tests make of them.
 
+use crate::ApiObject as _;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use texfleet_core::storage::Storage;
@@ -302,8 +303,7 @@ impl TestApp {
     /// Submits and waits for the end (two minutes at most, for the first lualatex runs).
     pub async fn compile(&self, extra: Value) -> Value {
         let job = self.submit(extra).await;
-        self.wait_terminal(job["id"].as_str().unwrap(), Duration::from_secs(120))
-            .await
+        self.wait_terminal(job.id(), Duration::from_secs(120)).await
     }
 }
 

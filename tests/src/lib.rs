@@ -4,18 +4,23 @@
 //! started (their settings come from `TEXFLEET_*`, as in `.dev/env`). Tests then speak HTTP.
 //!
 //! - [`app`]: the API and scheduler of a test, and requests to them;
+//! - [`api_object`]: what tests read of the API's answers (`job.id()`);
+//! - [`cli`]: the `texfleet` binary, run as a user would;
 //! - [`processes`]: schedulers as real processes, and the dev scripts;
 //! - [`docker`]: the sandbox containers seen from outside, and the canaries;
 //! - [`dropping_proxy`]: a request done whose answer never arrives;
-//! - [`engine`]: the second Docker engine of the fleet tests;
+//! - [`hosts_file`]: names resolved to chosen addresses (`/etc/hosts`);
+//! - [`docker_engine`]: the Docker engines, and the second one of the fleet tests;
 //! - [`loopback`]: clients from chosen loopback addresses;
 //! - [`metrics`]: the API's metrics;
 //! - [`pdf`]: the text and streams of PDFs;
 //! - [`project`]: projects on disk, as requests send them;
 //! - [`rows`]: the test database's rows, past row-level security;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
-//! - [`wait`]: polling for a condition with a limit.
+//! - [`wait`]: polling for a condition with a limit;
+//! - [`webhook_receiver`]: an endpoint that verifies and records deliveries.
 
+mod api_object;
 mod app;
 mod cli;
 mod docker;
@@ -32,6 +37,7 @@ mod slow_proxy;
 mod wait;
 mod webhook_receiver;
 
+pub use api_object::*;
 pub use app::*;
 pub use cli::*;
 pub use docker::*;

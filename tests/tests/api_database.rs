@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{TestApp, HELLO};
 
 #[tokio::test]
@@ -26,14 +27,14 @@ async fn a_project_whose_statements_wait_leaves_the_pool_to_another() {
     // A pool of four connections, of which one project holds one.
     let app = TestApp::spawn_api_only(|config| config.database_pool_size = 4).await;
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let path = format!("/compile/{}", job["id"].as_str().unwrap());
+    let path = format!("/compile/{}", job.id());
 
     // Another transaction holds the job's row: each cancel of it waits for the lock.
     let mut owner = app.pool.get().await.unwrap();
     let lock = owner.transaction().await.unwrap();
     lock.execute(
         "SELECT 1 FROM jobs WHERE id = $1::text::uuid FOR UPDATE",
-        &[&job["id"].as_str().unwrap()],
+        &[&job.id()],
     )
     .await
     .unwrap();
@@ -101,11 +102,7 @@ async fn projects_holding_the_pool_leave_room_for_token_lookups() {
     for (_, token, job) in &projects {
         let request = app
             .http
-            .delete(format!(
-                "{}/compile/{}",
-                app.url,
-                job["id"].as_str().unwrap()
-            ))
+            .delete(format!("{}/compile/{}", app.url, job.id()))
             .bearer_auth(token);
         tokio::spawn(request.send());
     }

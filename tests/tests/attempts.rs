@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{free_port, sandbox_containers, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -28,11 +29,7 @@ async fn a_compile_longer_than_its_lease_keeps_it_and_runs_once() {
         ran > time::Duration::seconds(2 * lease_seconds as i64),
         "the compile took {ran}, not longer than two leases of {lease_seconds} s"
     );
-    assert_eq!(
-        app.job_column::<i32>(job["id"].as_str().unwrap(), "attempts")
-            .await,
-        1
-    );
+    assert_eq!(app.job_column::<i32>(job.id(), "attempts").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -41,7 +38,7 @@ async fn a_sandbox_that_keeps_failing_uses_up_the_attempts_and_fails_as_sandbox_
     let job = app
         .submit(json!({ "input_latex": "\\loop\\iftrue\\repeat", "timeout_seconds": 120 }))
         .await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let docker = bollard::Docker::connect_with_defaults().unwrap();
     let force = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
         .force(true)
@@ -82,7 +79,7 @@ async fn an_object_store_down_longer_than_the_upload_retries_fails_as_storage_er
     })
     .await;
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let job = app.wait_terminal(id, Duration::from_secs(180)).await;
     assert_eq!(job["status"], "Failed", "{job:#}");
     assert_eq!(job["error"]["code"], "storage_error", "{job:#}");

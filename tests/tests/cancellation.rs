@@ -4,13 +4,14 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{containers_of_job, eventually, slow_proxy, TestApp, ENDLESS, HELLO};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_queued_job_is_cancelled_at_once_and_only_once() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let response = app.cancel(id).await;
     assert_eq!(response.status(), StatusCode::OK);
     let cancelled: Value = response.json().await.unwrap();
@@ -37,7 +38,7 @@ async fn a_running_jobs_container_is_killed_within_two_seconds_of_cancellation()
     let job = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))
         .await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     eventually(
         Duration::from_secs(60),
         "the compile's container starts",
@@ -87,7 +88,7 @@ async fn a_cancel_during_the_upload_leaves_nothing_stored_and_one_after_it_chang
     })
     .await;
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     let short_id = id.split('-').next().unwrap().to_string();
     let stored = || {
         let (app, prefix) = (&app, format!("compiles/{short_id}/"));
@@ -120,7 +121,7 @@ async fn a_cancel_during_the_upload_leaves_nothing_stored_and_one_after_it_chang
     );
 
     // A cancel after the end is refused and leaves the outputs where they are.
-    let next_id = next["id"].as_str().unwrap();
+    let next_id = next.id();
     let late = app.cancel(next_id).await;
     assert_eq!(late.status(), StatusCode::CONFLICT);
     assert_eq!(

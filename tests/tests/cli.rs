@@ -4,6 +4,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     answer_dropping_proxy, pdf_objects_of_subtype, pdf_text, texfleet_command, tiny_png, TestApp,
 };
@@ -220,7 +221,7 @@ async fn json_and_github_outputs_are_for_machines() {
     let result: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
     assert_eq!(result["job"]["status"], "Succeeded");
     assert!(result["pdf"].as_str().unwrap().ends_with("paper.pdf"));
-    let id = result["job"]["id"].as_str().unwrap().to_string();
+    let id = result["job"].id().to_string();
 
     let output = texfleet(
         &app,

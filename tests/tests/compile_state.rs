@@ -3,6 +3,7 @@
 //! never across projects) and the auxiliary files (an edit then needs one pass).
 
 use serde_json::{json, Value};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{pdf_pages_rendered, pdf_text, TestApp};
 
 /// A preamble that reads a file of the project, and a body with a table of contents and a
@@ -26,11 +27,11 @@ fn folded(text: &str) -> String {
 
 async fn text_of(app: &TestApp, job: &Value) -> String {
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    folded(&pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await))
+    folded(&pdf_text(&app.pdf_of(job.id()).await))
 }
 
 async fn log_of(app: &TestApp, job: &Value) -> String {
-    app.log(job["id"].as_str().unwrap()).await
+    app.log(job.id()).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -73,7 +74,7 @@ async fn a_preamble_format_is_loaded_while_its_inputs_are_unchanged_and_never_st
     assert_eq!(cold["incremental"], false);
     assert_eq!(text_of(&app, &cold).await, text);
     let rendered = |job: &Value| {
-        let id = job["id"].as_str().unwrap().to_string();
+        let id = job.id().to_string();
         let app = &app;
         async move { pdf_pages_rendered(&app.pdf_of(&id).await) }
     };
@@ -142,7 +143,7 @@ async fn another_project_never_receives_a_projects_format_or_auxiliary_files() {
         .json()
         .await
         .unwrap();
-    let id = submitted["id"].as_str().unwrap();
+    let id = submitted.id();
     let other = loop {
         let job: Value = app
             .get_as(&token, &format!("/compile/{id}"))
@@ -435,6 +436,6 @@ async fn a_compile_that_cannot_be_cleared_ends_with_the_reason_in_its_log() {
         log.contains("the compile left what cannot be cleared (Too many open files"),
         "{log}"
     );
-    let id = second["id"].as_str().unwrap();
+    let id = second.id();
     assert_eq!(app.get(&format!("/compile/{id}/pdf")).await.status(), 409);
 }

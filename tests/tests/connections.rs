@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     address_of, client_from, closed_within, connect_from, eventually, metric, served_within,
     TestApp, HELLO,
@@ -277,7 +278,7 @@ async fn waits_take_a_bounded_share_of_the_connections() {
     })
     .await;
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let url = format!("{}/compile/{}", app.url, job["id"].as_str().unwrap());
+    let url = format!("{}/compile/{}", app.url, job.id());
     let mut waits = tokio::task::JoinSet::new();
     for _ in 0..40 {
         let client = client_from("127.0.0.1");

@@ -16,6 +16,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{files_field, files_of, pdf_objects_of_subtype, pdf_text, TestApp};
 
 /// Corpus projects whose later compile must load the preamble format.
@@ -99,7 +100,7 @@ async fn check(app: &TestApp, name: &str, expect: &Value, job: &Value) -> Result
     if job["status"] != "Succeeded" {
         return Err(format!("ended {}: {}", job["status"], job["error"]));
     }
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let pdf = app.pdf_of(id).await;
     let text = folded(&pdf_text(&pdf));
     let strings = |key: &str| -> Vec<String> {
@@ -155,7 +156,7 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
             app.submit(request.clone()).await,
             app.submit(request.clone()).await,
         ]
-        .map(|job| job["id"].as_str().unwrap().to_string());
+        .map(|job| job.id().to_string());
         let name = entry.file_name().unwrap().to_string_lossy().into_owned();
         submitted.push((name, expect, job, again, request));
     }
@@ -171,7 +172,7 @@ async fn every_project_of_the_corpus_compiles_to_what_a_reader_expects() {
         let second = app.wait_terminal(again, Duration::from_secs(300)).await;
         if job["status"] == "Succeeded" {
             let next = app.submit(with_comment(request.clone())).await;
-            later.push((name, expect, id, next["id"].as_str().unwrap().to_string()));
+            later.push((name, expect, id, next.id().to_string()));
         }
         let checked = match check(&app, name, expect, &job).await {
             Ok(()) if second["status"] != "Succeeded" => {

@@ -4,6 +4,7 @@
 use reqwest::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{RequestBuilder, Response};
 use serde_json::{json, Value};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{TestApp, HELLO};
 
 /// Asserts the status, the problem content type and code, and returns the body.
@@ -65,7 +66,7 @@ async fn another_projects_id_is_403_and_its_jobs_are_404() {
         .await;
     assert_problem(response, 403, "forbidden").await;
 
-    let id = theirs["id"].as_str().unwrap();
+    let id = theirs.id();
     for path in [
         format!("/compile/{id}"),
         format!("/compile/{id}/pdf"),
@@ -181,10 +182,7 @@ async fn accepted_jobs_answer_202_with_location_and_a_queued_job_has_no_pdf_yet(
     assert_eq!(response.status(), 202);
     let location = response.headers()["location"].to_str().unwrap().to_string();
     let job: Value = response.json().await.unwrap();
-    assert_eq!(
-        location,
-        format!("/compile/{}", job["id"].as_str().unwrap())
-    );
+    assert_eq!(location, format!("/compile/{}", job.id()));
     assert_eq!(job["status"], "Queued");
     assert_eq!(job["engine"], "xelatex");
     assert_eq!(job["project_id"], app.project_id.to_string());

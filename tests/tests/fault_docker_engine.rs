@@ -11,6 +11,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     eventually, free_port, second_engine_actions, second_engine_containers, second_engine_socket,
     unix_seconds, EngineCrash, Outage, SchedulerProcess, TestApp,
@@ -126,7 +127,7 @@ async fn a_dead_engine_loses_no_job_and_its_scheduler_waits_for_it() {
     let since = unix_seconds();
     let mut ids = Vec::new();
     let submit = |ids: &mut Vec<String>, job: serde_json::Value| {
-        ids.push(job["id"].as_str().unwrap().to_string());
+        ids.push(job.id().to_string());
     };
     for _ in 0..16 {
         submit(&mut ids, app.submit(json!({ "input_latex": SLOW })).await);

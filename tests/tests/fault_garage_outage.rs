@@ -6,6 +6,7 @@
 use serde_json::json;
 use std::time::Duration;
 use texfleet_core::storage::StorageError;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     eventually, eventually_some, free_port, scheduler_metric, Outage, TestApp, HELLO,
 };
@@ -37,7 +38,7 @@ async fn uploads_wait_out_an_object_store_outage() {
     .await;
     let expired = app.compile(json!({ "input_latex": HELLO })).await;
     assert_eq!(expired["status"], "Succeeded", "{expired:#}");
-    let expired_id = expired["id"].as_str().unwrap();
+    let expired_id = expired.id();
     let mut outage = Outage::begin("garage");
     let kept_before = retention_kept().await.unwrap();
     app.execute(&format!(
@@ -47,7 +48,7 @@ async fn uploads_wait_out_an_object_store_outage() {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let job = app.submit(json!({ "input_latex": HELLO })).await;
-        ids.push(job["id"].as_str().unwrap().to_string());
+        ids.push(job.id().to_string());
     }
     eventually_some(
         Duration::from_secs(90),

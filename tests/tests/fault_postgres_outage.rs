@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{container_of_running_job, eventually, Outage, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -17,7 +18,7 @@ const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
 async fn the_service_rides_out_a_postgres_outage() {
     let app = TestApp::spawn_with(|config| config.lease_seconds = 4).await;
     let through = app.submit(json!({ "input_latex": SLOW })).await;
-    let through = through["id"].as_str().unwrap().to_string();
+    let through = through.id().to_string();
     container_of_running_job(&through).await;
     let body = json!({ "project_id": app.project_id, "input_latex": HELLO });
     let mut accepted = Vec::new();

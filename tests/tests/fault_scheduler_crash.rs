@@ -8,6 +8,7 @@
 
 use serde_json::json;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{containers_of_job, eventually, sandbox_containers, SchedulerProcess, TestApp};
 
 /// About two seconds of TeX arithmetic, so that the crash lands mid-compile.
@@ -26,7 +27,7 @@ async fn a_killed_schedulers_jobs_run_again_elsewhere_exactly_once() {
     let mut ids = Vec::new();
     for _ in 0..4 {
         let job = app.submit(json!({ "input_latex": SLOW })).await;
-        ids.push(job["id"].as_str().unwrap().to_string());
+        ids.push(job.id().to_string());
     }
     eventually(Duration::from_secs(60), "a compile is running", || async {
         for id in &ids {

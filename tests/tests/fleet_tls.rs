@@ -6,6 +6,7 @@
 use serde_json::json;
 use std::process::Command;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     pdf_text, second_engine_actions, second_engine_tls, unix_seconds, SchedulerProcess, TestApp,
 };
@@ -81,7 +82,7 @@ async fn a_scheduler_compiles_on_a_remote_engine_over_mutual_tls() {
     let document =
         "\\documentclass{article}\\begin{document}Compiled on the remote engine.\\end{document}";
     let job = app.submit(json!({ "input_latex": document })).await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let job = app.wait_terminal(id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
     assert!(pdf_text(&app.pdf_of(id).await).contains("Compiled on the remote engine."));

@@ -3,6 +3,7 @@
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{TestApp, HELLO};
 
 async fn post_with_key(app: &TestApp, token: &str, key: &str, body: &Value) -> reqwest::Response {
@@ -28,10 +29,7 @@ async fn an_idempotency_key_returns_the_original_job_or_a_conflict() {
     let conflict: Value = conflict.json().await.unwrap();
     assert_eq!(conflict["code"], "idempotency_conflict", "{conflict:#}");
     assert!(
-        conflict["detail"]
-            .as_str()
-            .unwrap()
-            .contains(first["id"].as_str().unwrap()),
+        conflict["detail"].as_str().unwrap().contains(first.id()),
         "the conflict names the original job: {conflict:#}"
     );
     let second = post_with_key(&app, &app.token, "key-2", &other).await;
@@ -76,7 +74,7 @@ async fn concurrent_submissions_with_one_key_make_one_job() {
 async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let taken = app.submit(json!({ "input_latex": HELLO })).await;
-    let taken_id = taken["id"].as_str().unwrap();
+    let taken_id = taken.id();
     // Another id with the same first segment, so the same storage keys.
     let colliding: uuid::Uuid = format!("{}-0000-4000-8000-000000000000", &taken_id[..8])
         .parse()

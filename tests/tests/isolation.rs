@@ -5,6 +5,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use texfleet_core::{db, token};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{TestApp, HELLO};
 use time::OffsetDateTime;
 
@@ -38,7 +39,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let ours = app.submit(json!({ "input_latex": HELLO })).await;
     let (other_project, _, theirs) = app.other_project_with_job().await;
-    let their_id: uuid::Uuid = theirs["id"].as_str().unwrap().parse().unwrap();
+    let their_id: uuid::Uuid = theirs.id().parse().unwrap();
 
     let mut client = api_role(&app).await;
     let count = |rows: Vec<tokio_postgres::Row>| rows.len();
@@ -70,10 +71,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(
-        visible,
-        vec![ours["id"].as_str().unwrap().parse::<uuid::Uuid>().unwrap()]
-    );
+    assert_eq!(visible, vec![ours.id().parse::<uuid::Uuid>().unwrap()]);
     assert!(transaction
         .query_opt("SELECT id FROM jobs WHERE id = $1", &[&their_id])
         .await
@@ -127,7 +125,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
             "changed another project's files",
         ),
         (
-            format!("UPDATE jobs SET project_id = '{}' WHERE id = '{}'", other_project, ours["id"].as_str().unwrap()),
+            format!("UPDATE jobs SET project_id = '{}' WHERE id = '{}'", other_project, ours.id()),
             "moved a job into another project",
         ),
     ] {
@@ -176,7 +174,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
 async fn no_route_reaches_another_projects_jobs() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let (other_project, other_token, theirs) = app.other_project_with_job().await;
-    let id = theirs["id"].as_str().unwrap();
+    let id = theirs.id();
     for path in [
         format!("/compile/{id}"),
         format!("/compile/{id}/pdf"),
@@ -297,11 +295,7 @@ async fn listing_pages_newest_first_with_a_cursor_and_filters_by_status() {
         let page: Value = app.get(&path).await.json().await.unwrap();
         let items = page["items"].as_array().unwrap();
         assert!(items.len() <= 2);
-        seen.extend(
-            items
-                .iter()
-                .map(|job| job["id"].as_str().unwrap().to_string()),
-        );
+        seen.extend(items.iter().map(|job| job.id().to_string()));
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_string()),
             None => break,

@@ -4,11 +4,12 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{pdf_text, TestApp};
 
 async fn text_of(app: &TestApp, job: &Value) -> String {
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await)
+    pdf_text(&app.pdf_of(job.id()).await)
 }
 
 /// A pasted document with `body`, whose preamble is the line `\documentclass{article}`.
@@ -31,7 +32,7 @@ async fn a_format_is_not_dumped_from_sources_the_compile_rewrote() {
         \\immediate\\write\\w{\\b{document}Hello\\string\\end{document}}\\immediate\\closeout\\w Hello";
     let first = app.compile(pasted(rewrite)).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
-    let id = first["id"].as_str().unwrap();
+    let id = first.id();
     let log = app.log(id).await;
     assert!(log.contains("the compile rewrote main.tex"), "{log}");
 
@@ -98,7 +99,7 @@ async fn a_preamble_that_sets_what_a_format_drops_is_not_kept_as_one() {
     };
     let first = app.compile(document("First.")).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
-    let id = first["id"].as_str().unwrap();
+    let id = first.id();
     let log = app.log(id).await;
     assert!(
         log.contains("whose settings a format does not keep"),
@@ -116,7 +117,7 @@ async fn a_main_file_the_key_cannot_hold_is_never_dumped() {
         .compile(json!({ "input_latex": "\\documentclass{article}\n\\pdfinfo{/Title (Kept)}\n\\begin{document}\nTitled.\n\\end{document}\n" }))
         .await;
     assert_eq!(job["preamble_cache"], "unavailable", "{job:#}");
-    let log = app.log(job["id"].as_str().unwrap()).await;
+    let log = app.log(job.id()).await;
     assert!(!log.contains("mylatexformat"), "{log}");
 }
 
@@ -220,7 +221,7 @@ async fn a_compile_that_ends_after_one_from_nothing_leaves_its_state_as_that_one
         "{WRITE_FLAG} \\count255=0 \\loop\\advance\\count255 by 1 \\ifnum\\count255<15000000 \\repeat Slow."
     );
     let slow = app.submit(pasted(&slow)).await;
-    let id = slow["id"].as_str().unwrap();
+    let id = slow.id();
     let started = app.wait_started(id).await;
     assert_eq!(started["status"], "Running", "{started:#}");
     let mut fresh = pasted("Fresh.");
@@ -275,7 +276,7 @@ async fn second_after(app: &TestApp, first: Value, second: Value) -> Value {
     let mut second = second;
     second["timeout_seconds"] = json!(10);
     let second = app.compile(second).await;
-    let log = app.log(second["id"].as_str().unwrap()).await;
+    let log = app.log(second.id()).await;
     assert_eq!(second["status"], "Succeeded", "{second:#}\n{log}");
     second
 }
@@ -291,11 +292,9 @@ async fn a_planted_file_that_makes_passes_loop_costs_a_later_compile_half_its_ti
     let honest = second_after(&app, planting, pasted("Honest paper.")).await;
     assert!(text_of(&app, &honest).await.contains("Honest paper."));
     assert!(
-        app.log(honest["id"].as_str().unwrap())
-            .await
-            .contains("again from nothing"),
+        app.log(honest.id()).await.contains("again from nothing"),
         "{}",
-        app.log(honest["id"].as_str().unwrap()).await
+        app.log(honest.id()).await
     );
 }
 
@@ -381,14 +380,14 @@ async fn a_result_made_from_state_that_a_compile_from_nothing_then_cleared_is_no
     let mut blocker = pasted("\\loop\\iftrue\\repeat");
     blocker["timeout_seconds"] = json!(120);
     let blocker = app.submit(blocker).await;
-    let blocker = blocker["id"].as_str().unwrap();
+    let blocker = blocker.id();
     app.wait_started(blocker).await;
     // The compile from nothing is submitted first but held back, so that a compile submitted
     // after it runs from the planted state before it clears that.
     let mut from_nothing = pasted("From nothing.");
     from_nothing["cache"] = json!(false);
     let from_nothing = app.submit(from_nothing).await;
-    let from_nothing = from_nothing["id"].as_str().unwrap();
+    let from_nothing = from_nothing.id();
     let held = app
         .execute(&format!(
             "UPDATE jobs SET run_after = now() + interval '1 hour'
@@ -401,10 +400,7 @@ async fn a_result_made_from_state_that_a_compile_from_nothing_then_cleared_is_no
     app.delete_as(&app.token, &format!("/compile/{blocker}"))
         .await;
     let from_planted = app
-        .wait_terminal(
-            from_planted["id"].as_str().unwrap(),
-            Duration::from_secs(60),
-        )
+        .wait_terminal(from_planted.id(), Duration::from_secs(60))
         .await;
     assert!(text_of(&app, &from_planted).await.contains("FLAGGED"));
 

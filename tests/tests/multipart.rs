@@ -4,6 +4,7 @@
 use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, tiny_png, TestApp, ENDLESS};
 
 fn form(metadata: &Value, files: &[(&str, &[u8])]) -> Form {
@@ -55,12 +56,10 @@ async fn a_multipart_project_compiles_in_its_main_document_s_folder() {
     .await;
     assert_eq!(response.status(), 202);
     let job: Value = response.json().await.unwrap();
-    let job = app
-        .wait_terminal(job["id"].as_str().unwrap(), Duration::from_secs(120))
-        .await;
+    let job = app.wait_terminal(job.id(), Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
     assert_eq!(job["engine"], "lualatex");
-    let pdf = app.pdf_of(job["id"].as_str().unwrap()).await;
+    let pdf = app.pdf_of(job.id()).await;
     let text = pdf_text(&pdf);
     assert!(
         text.contains("beside the main document.") && text.contains("From the top level."),
@@ -100,7 +99,7 @@ async fn multipart_counts_the_bytes_sent_where_json_pays_for_base64() {
     let job: Value = response.json().await.unwrap();
     let stored: Vec<u8> = {
         let client = app.pool.get().await.unwrap();
-        let id: uuid::Uuid = job["id"].as_str().unwrap().parse().unwrap();
+        let id: uuid::Uuid = job.id().parse().unwrap();
         client
             .query_one(
                 "SELECT content FROM job_files WHERE job_id = $1 AND path = 'figure.bin'",
@@ -228,7 +227,7 @@ async fn a_client_waiting_for_the_start_hears_of_it_when_the_job_starts() {
     let job = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 8 }))
         .await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let response = app
         .http
         .get(format!("{}/compile/{id}?until=started", app.url))

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{assert_container_removed, pdf_text, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -11,7 +12,7 @@ const PNG_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 
 fn id_of(job: &Value) -> &str {
-    job["id"].as_str().unwrap()
+    job.id()
 }
 
 /// Checks a Succeeded job: its PDF is in the bucket at exactly compiles/<short id>/output.pdf,

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     container_of_running_job, eventually, eventually_some, sandbox_containers, SchedulerProcess,
     TestApp,
@@ -35,7 +36,7 @@ async fn the_warm_container(deployment: &str, not: &[String], what: &str) -> Str
 
 async fn run_and_see_container(app: &TestApp) -> String {
     let job = app.submit(json!({ "input_latex": SLOW })).await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     let container = container_of_running_job(&id).await;
     let finished = app.wait_terminal(&id, Duration::from_secs(120)).await;
     assert_eq!(finished["status"], "Succeeded", "{finished:#}");

@@ -4,6 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{eventually, TestApp, ENDLESS, HELLO};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -54,7 +55,7 @@ async fn prefer_wait_holds_the_answer_until_the_job_is_terminal() {
         job["status"] == "Queued" || job["status"] == "Running",
         "{job:#}"
     );
-    app.cancel(job["id"].as_str().unwrap()).await;
+    app.cancel(job.id()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -81,7 +82,7 @@ async fn a_full_project_queue_answers_429_with_retry_after() {
         "queue_full"
     );
     // A job that leaves the queue, cancelled or claimed, frees its place.
-    app.cancel(queued[0]["id"].as_str().unwrap()).await;
+    app.cancel(queued[0].id()).await;
     app.submit(json!({ "input_latex": HELLO })).await;
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();

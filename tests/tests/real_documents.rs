@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{files_field, files_of, pdf_text, TestApp};
 use unicode_normalization::UnicodeNormalization;
 
@@ -72,7 +73,7 @@ async fn judge(app: &TestApp, dir: &Path, job: &Value) -> Result<String, String>
     }
     let meta: Value =
         serde_json::from_slice(&std::fs::read(dir.join("document.json")).unwrap()).unwrap();
-    let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+    let text = pdf_text(&app.pdf_of(job.id()).await);
     match std::fs::read_to_string(dir.join("expected.txt")) {
         Ok(expected) => {
             let needed = meta["min_similarity"]
@@ -135,7 +136,7 @@ async fn real_documents_compile_to_their_authors_text() {
     }
     let mut outcomes = Vec::new();
     for (dir, meta, job) in submitted {
-        let id = job["id"].as_str().unwrap().to_string();
+        let id = job.id().to_string();
         let job = app.wait_terminal(&id, Duration::from_secs(3600)).await;
         let verdict = judge(&app, &dir, &job).await;
         outcomes.push(Outcome {

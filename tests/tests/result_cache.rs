@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{containers_of_job, TestApp, HELLO};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -14,7 +15,7 @@ const DOCUMENT: &str = "\\documentclass{article}\\begin{document}\\tableofconten
     \\section{Cached}\\label{s}\\today, see section~\\ref{s}.\\end{document}";
 
 fn id_of(job: &Value) -> &str {
-    job["id"].as_str().unwrap()
+    job.id()
 }
 
 #[tokio::test(flavor = "multi_thread")]

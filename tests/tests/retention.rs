@@ -4,6 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
 use texfleet_core::storage::StorageError;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{eventually, TestApp, ENDLESS, HELLO};
 
 /// Asserts that the store answers "no such key" for `key`, not any other failure.
@@ -31,14 +32,14 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
     let cancelled = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
         .await;
-    let cancelled = app.cancel(cancelled["id"].as_str().unwrap()).await;
+    let cancelled = app.cancel(cancelled.id()).await;
     assert_eq!(cancelled.status(), StatusCode::OK);
     let cancelled: Value = cancelled.json().await.unwrap();
     let recent = app.compile(json!({ "input_latex": HELLO })).await;
     let queued = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
         .await;
-    let old = [&succeeded, &failed, &cancelled].map(|job| job["id"].as_str().unwrap().to_string());
+    let old = [&succeeded, &failed, &cancelled].map(|job| job.id().to_string());
     let aged = app
         .execute(&format!(
             "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id::text IN ('{}')",
@@ -68,10 +69,8 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
         "a recent PDF was deleted"
     );
     assert_eq!(
-        app.get(&format!("/compile/{}", queued["id"].as_str().unwrap()))
-            .await
-            .status(),
+        app.get(&format!("/compile/{}", queued.id())).await.status(),
         StatusCode::OK
     );
-    app.cancel(queued["id"].as_str().unwrap()).await;
+    app.cancel(queued.id()).await;
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{container_of_running_job, pdf_text, SchedulerProcess, TestApp, ENDLESS, HELLO};
 
 const GRACE_SECONDS: u64 = 20;
@@ -29,10 +30,7 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
     let endless = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 300 }))
         .await;
-    let (busy_id, endless_id) = (
-        busy["id"].as_str().unwrap(),
-        endless["id"].as_str().unwrap(),
-    );
+    let (busy_id, endless_id) = (busy.id(), endless.id());
     container_of_running_job(busy_id).await;
     container_of_running_job(endless_id).await;
 
@@ -74,8 +72,7 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
     );
     assert!(texfleet_e2e::containers_of_job(endless_id).await.is_empty());
     assert_eq!(
-        app.get_json(&format!("/compile/{}", later["id"].as_str().unwrap()))
-            .await["status"],
+        app.get_json(&format!("/compile/{}", later.id())).await["status"],
         "Queued"
     );
 
@@ -88,9 +85,7 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
             .await,
         Some(next_id)
     );
-    let later = app
-        .wait_terminal(later["id"].as_str().unwrap(), Duration::from_secs(60))
-        .await;
+    let later = app.wait_terminal(later.id(), Duration::from_secs(60)).await;
     assert_eq!(later["status"], "Succeeded", "{later:#}");
     app.delete_as(&app.token, &format!("/compile/{endless_id}"))
         .await;

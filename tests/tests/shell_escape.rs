@@ -4,6 +4,7 @@
 //! shell escape (the hostile suite tries what a document can send through it).
 
 use serde_json::{json, Value};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{container_of_running_job, exec_in, pdf_text, TestApp};
 
 fn minted_document(snippets: &[&str]) -> Value {
@@ -33,7 +34,7 @@ async fn minted_highlights_code_on_every_engine() {
         request["timeout_seconds"] = json!(120);
         let job = app.compile(request).await;
         assert_eq!(job["status"], "Succeeded", "{engine}: {job:#}");
-        let log = app.log(job["id"].as_str().unwrap()).await;
+        let log = app.log(job.id()).await;
         assert!(latexminted_runs(&log, "config") > 0, "{engine}: {log}");
         assert!(log.contains(".highlight.minted"), "{engine}: {log}");
         for unwanted in [
@@ -43,7 +44,7 @@ async fn minted_highlights_code_on_every_engine() {
         ] {
             assert!(!log.contains(unwanted), "{engine}: {unwanted}: {log}");
         }
-        let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+        let text = pdf_text(&app.pdf_of(job.id()).await);
         assert!(text.contains("greet"), "{engine}: {text}");
     }
 }
@@ -60,10 +61,10 @@ async fn an_edit_highlights_only_the_code_that_changed() {
         .await;
     assert_eq!(second["status"], "Succeeded", "{second:#}");
     assert_eq!(second["incremental"], true, "{second:#}");
-    let log = app.log(second["id"].as_str().unwrap()).await;
+    let log = app.log(second.id()).await;
     assert_eq!(latexminted_runs(&log, "batch"), 0, "{log}");
     assert_eq!(latexminted_runs(&log, "highlight"), 1, "{log}");
-    let text = pdf_text(&app.pdf_of(second["id"].as_str().unwrap()).await);
+    let text = pdf_text(&app.pdf_of(second.id()).await);
     assert!(text.contains("one") && text.contains("three") && !text.contains("two"));
 }
 
@@ -77,7 +78,7 @@ async fn latex_asks_l3sys_query_for_its_folder_and_files() {
             { "path": "figure-one.png", "content": "not really" }] }))
         .await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+    let text = pdf_text(&app.pdf_of(job.id()).await);
     assert!(
         text.contains("/work") && text.contains("figure-one.png"),
         "{text}"
@@ -92,7 +93,7 @@ const SLOW: &str = "\\documentclass{article}\\begin{document}\\count255=0 \
 async fn the_images_sh_runs_only_commands_of_the_shell_escape() {
     let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
     let job = app.submit(json!({ "input_latex": SLOW })).await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     let container = container_of_running_job(&id).await;
     let as_compile = |command: &'static [&'static str]| {
         let container = container.clone();

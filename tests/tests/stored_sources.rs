@@ -5,6 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{files_field, pdf_text, TestApp, HELLO};
 
 const MIB: usize = 1024 * 1024;
@@ -55,7 +56,7 @@ async fn the_sources_of_queued_jobs_are_bounded_in_bytes_and_a_cancelled_job_kee
     );
     assert_eq!(app.count_jobs("true").await, 2, "nothing of it was kept");
 
-    let id = first["id"].as_str().unwrap();
+    let id = first.id();
     let cancelled = app.delete_as(&app.token, &format!("/compile/{id}")).await;
     assert_eq!(cancelled.status(), StatusCode::OK);
     assert!(!holds_sources(&app, &first["id"]).await);
@@ -76,7 +77,7 @@ async fn the_sources_of_queued_jobs_are_bounded_in_bytes_and_a_cancelled_job_kee
 async fn a_compiled_job_keeps_no_sources() {
     let app = TestApp::spawn().await;
     let job = app.submit(with_a_mib(&app, 1)).await;
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let job = app.wait_terminal(id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job}");
     assert!(pdf_text(&app.pdf_of(id).await).contains("Hello"));

@@ -4,6 +4,7 @@
 use flate2::read::GzDecoder;
 use serde_json::{json, Value};
 use std::io::Read;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::TestApp;
 
 /// A document whose fifth line holds a word that lands on page 1.
@@ -49,7 +50,7 @@ async fn every_engine_s_synctex_maps_a_line_to_its_page_and_is_served() {
             .compile(json!({ "input_latex": DOCUMENT, "engine": engine }))
             .await;
         assert_eq!(job["status"], "Succeeded", "{job:#}");
-        let id = job["id"].as_str().unwrap();
+        let id = job.id();
         let short = id.split('-').next().unwrap();
         let key = format!("compiles/{short}/output.synctex.gz");
         assert_eq!(job["synctex_storage_key"], key.as_str());
@@ -91,15 +92,13 @@ async fn a_job_without_synctex_answers_404_and_one_not_ended_409() {
     assert_eq!(failed["status"], "Failed");
     assert_eq!(failed["synctex_storage_key"], Value::Null);
     assert_eq!(failed["links"]["synctex"], Value::Null);
-    let id = failed["id"].as_str().unwrap();
+    let id = failed.id();
     let response = app.get(&format!("/compile/{id}/synctex")).await;
     assert_eq!(response.status(), 404);
 
     let queued = TestApp::spawn_api_only(|_| {}).await;
     let job = queued.submit(json!({ "input_latex": DOCUMENT })).await;
-    let response = queued
-        .get(&format!("/compile/{}/synctex", job["id"].as_str().unwrap()))
-        .await;
+    let response = queued.get(&format!("/compile/{}/synctex", job.id())).await;
     assert_eq!(response.status(), 409);
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["code"], "not_ready");

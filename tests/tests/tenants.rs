@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{closed_within, TestApp, HELLO};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -33,7 +34,7 @@ async fn a_nul_byte_and_a_huge_file_name_in_the_log_are_cleaned_not_fatal() {
         .find_map(|d| d["file"].as_str().filter(|f| f.starts_with("ddd")))
         .expect("the long file name is kept, cut");
     assert_eq!(file.chars().count(), 200);
-    let id: uuid::Uuid = job["id"].as_str().unwrap().parse().unwrap();
+    let id: uuid::Uuid = job.id().parse().unwrap();
     assert_eq!(
         app.count_jobs(&format!("id = '{id}' AND attempts = 1"))
             .await,
@@ -58,7 +59,7 @@ async fn a_project_with_slow_jobs_leaves_a_slot_for_another() {
         let job = app
             .submit(json!({ "input_latex": SLOW, "timeout_seconds": 120 }))
             .await;
-        slow.push(job["id"].as_str().unwrap().to_string());
+        slow.push(job.id().to_string());
     }
     texfleet_e2e::eventually(Duration::from_secs(60), "a slow job runs", || async {
         app.count_jobs("status = 'Running'").await == 1
@@ -75,7 +76,7 @@ async fn a_project_with_slow_jobs_leaves_a_slot_for_another() {
         .json::<Value>()
         .await
         .unwrap();
-    let quick_id = quick["id"].as_str().unwrap();
+    let quick_id = quick.id();
     let quick = loop {
         let job: Value = app
             .get_as(&token, &format!("/compile/{quick_id}"))

@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{eventually, free_port, pdf_text, scheduler_metric, SchedulerProcess, TestApp};
 
 /// The LaTeX format's date, which each TeX Live year's image has its own of.
@@ -25,7 +26,7 @@ async fn image_ids(app: &TestApp) -> BTreeMap<String, String> {
 
 /// The date LaTeX printed in a job's PDF: `LaTeX of <date>.`
 async fn format_date(app: &TestApp, job: &Value) -> String {
-    let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+    let text = pdf_text(&app.pdf_of(job.id()).await);
     let after = text.split("LaTeX of ").nth(1).expect("the document's text");
     after.split('.').next().unwrap().trim().to_string()
 }
@@ -88,7 +89,7 @@ async fn ieee_s_conference_template_compiles_in_every_year() {
             .compile(json!({ "input_latex": IEEE_TEMPLATE, "texlive": year }))
             .await;
         assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
-        let text = pdf_text(&app.pdf_of(job["id"].as_str().unwrap()).await);
+        let text = pdf_text(&app.pdf_of(job.id()).await);
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         for phrase in [
             "Bare Demo of IEEEtran.cls",
@@ -182,7 +183,7 @@ async fn schedulers_of_different_years_each_claim_their_own_and_an_unserved_year
         || async { unserved().await == Some(1.0) },
     )
     .await;
-    let id = waiting["id"].as_str().unwrap();
+    let id = waiting.id();
     assert_eq!(
         app.get_json(&format!("/compile/{id}")).await["status"],
         "Queued"

@@ -6,6 +6,7 @@
 
 use serde_json::json;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{container_of_running_job, exec_in, pdf_text, TestApp};
 
 /// About ten seconds of TeX arithmetic on an idle machine (the hostile program needs the job
@@ -38,7 +39,7 @@ print "tried=$tried killed=$killed written=$written limited=$limited\n";
 async fn code_running_as_the_compile_cannot_touch_the_supervisor_or_forge_the_outcome() {
     let app = TestApp::spawn_with(|config| config.scheduler_slots = 1).await;
     let job = app.submit(json!({ "input_latex": SLOW })).await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     let container = container_of_running_job(&id).await;
     let printed = exec_in(&container, "65101:65101", &["/usr/bin/perl", "-e", HOSTILE]).await;
     assert!(

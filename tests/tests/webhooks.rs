@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
     eventually, eventually_some, texfleet_command, HostsEntry, SchedulerProcess, TestApp,
     WebhookReceiver, ENDLESS, HELLO, TEXFLEET,
@@ -35,7 +36,7 @@ async fn deliveries(app: &TestApp, endpoint: &Value) -> Vec<Value> {
     let path = format!(
         "/projects/{}/webhooks/{}/deliveries?limit=100",
         app.project_id,
-        endpoint["id"].as_str().unwrap()
+        endpoint.id()
     );
     app.get_json(&path).await["items"]
         .as_array()
@@ -61,7 +62,7 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
     let running = app
         .submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 60 }))
         .await;
-    let id = running["id"].as_str().unwrap();
+    let id = running.id();
     eventually(Duration::from_secs(60), "the loop runs", || async {
         app.get_json(&format!("/compile/{id}")).await["status"] == "Running"
     })
@@ -76,7 +77,7 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
             assert_eq!(request["verified"], true, "{request:#}");
             assert_eq!(request["body"]["type"], "compile.finished");
             (
-                request["body"]["data"]["id"].as_str().unwrap().to_string(),
+                request["body"]["data"].id().to_string(),
                 request["body"]["data"]["status"]
                     .as_str()
                     .unwrap()
@@ -93,12 +94,11 @@ async fn every_terminal_status_is_delivered_once_and_verified_by_a_standard_libr
         (&running, "Cancelled"),
     ]
     .iter()
-    .map(|(job, status)| (job["id"].as_str().unwrap().to_string(), status.to_string()))
+    .map(|(job, status)| (job.id().to_string(), status.to_string()))
     .collect();
     expected.sort();
     assert_eq!(seen, expected);
-    let ids: std::collections::HashSet<&str> =
-        requests.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: std::collections::HashSet<&str> = requests.iter().map(|r| r.id()).collect();
     assert_eq!(ids.len(), 5, "one webhook-id per event");
     eventually(
         Duration::from_secs(10),
@@ -123,8 +123,7 @@ async fn a_failing_receiver_gets_growing_retries_of_one_event_until_it_answers()
     let endpoint = subscribe(&app, &receiver).await;
     app.compile(json!({ "input_latex": HELLO })).await;
     let requests = receiver.wait_for(4).await;
-    let ids: std::collections::HashSet<&str> =
-        requests.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: std::collections::HashSet<&str> = requests.iter().map(|r| r.id()).collect();
     assert_eq!(ids.len(), 1, "every attempt carries the same webhook-id");
     assert!(requests.iter().all(|r| r["verified"] == true));
     let at: Vec<f64> = requests.iter().map(|r| r["at"].as_f64().unwrap()).collect();
@@ -228,7 +227,7 @@ async fn another_project_sees_and_touches_none_of_a_project_s_endpoints() {
     let (status, endpoint) =
         register(&app, &app.token, app.project_id, "http://127.0.0.1:9/").await;
     assert_eq!(status, 201);
-    let id = endpoint["id"].as_str().unwrap();
+    let id = endpoint.id();
     let (other, other_token) = app.other_project().await;
     // Through its own project's paths, B finds nothing of A's endpoint...
     let response = app
@@ -411,8 +410,7 @@ async fn projects_whose_endpoints_never_answer_leave_senders_for_another() {
             .json()
             .await
             .unwrap();
-        app.wait_terminal_as(&token, first["id"].as_str().unwrap())
-            .await;
+        app.wait_terminal_as(&token, first.id()).await;
         for _ in 0..9 {
             let again = app.post_as(&token, "/compile", &request).await;
             assert_eq!(again.status(), 200, "a reused result");
@@ -444,7 +442,7 @@ async fn cancelled_job(app: &TestApp, token: &str, project: uuid::Uuid) {
         .await
         .unwrap();
     let cancelled = app
-        .delete_as(token, &format!("/compile/{}", job["id"].as_str().unwrap()))
+        .delete_as(token, &format!("/compile/{}", job.id()))
         .await;
     assert_eq!(cancelled.status(), 200);
 }
@@ -487,7 +485,7 @@ async fn an_endpoint_holds_at_most_a_thousand_pending_deliveries() {
     let first = deliveries(&app, &endpoint).await;
     assert_eq!(first[0]["status"], "pending");
     let (endpoint_id, job_id) = (
-        uuid::Uuid::parse_str(endpoint["id"].as_str().unwrap()).unwrap(),
+        uuid::Uuid::parse_str(endpoint.id()).unwrap(),
         uuid::Uuid::parse_str(first[0]["job_id"].as_str().unwrap()).unwrap(),
     );
     app.pool
@@ -524,7 +522,7 @@ async fn a_scheduler_killed_mid_send_loses_no_event_and_two_never_send_one_attem
     config.scheduler_slots = 2;
     let mut first = SchedulerProcess::spawn(&config, &format!("hooks-a-{}", uuid::Uuid::new_v4()));
     let job = app.submit(json!({ "input_latex": HELLO })).await;
-    let id = job["id"].as_str().unwrap().to_string();
+    let id = job.id().to_string();
     // The job ends, its event goes out, and the scheduler dies while the receiver holds the
     // attempt: the attempt's lease expires into a retry by another scheduler.
     receiver.wait_for(1).await;
@@ -592,7 +590,7 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     );
     let endpoint: Value = serde_json::from_slice(&added.stdout).unwrap();
     let secret = endpoint["secret"].as_str().unwrap().to_string();
-    let id = endpoint["id"].as_str().unwrap().to_string();
+    let id = endpoint.id().to_string();
     receiver.set_secret(&secret);
     app.compile(json!({ "input_latex": HELLO })).await;
     let request = receiver.wait_for(1).await[0].clone();
@@ -618,7 +616,7 @@ async fn the_cli_manages_endpoints_and_verifies_a_saved_delivery() {
     let dir = scratch.path();
     let headers = format!(
         "Content-Type: application/json\nwebhook-id: {}\nwebhook-timestamp: {}\nwebhook-signature: {}\n",
-        request["id"].as_str().unwrap(),
+        request.id(),
         request["timestamp"].as_str().unwrap(),
         request["signature"].as_str().unwrap()
     );

@@ -14,6 +14,7 @@ mod cases;
 use cases::{Case, COMMAND_MARKER, MOUNTINFO_MARKERS, PASSWD_MARKERS, XAMPL_MARKER};
 use serde_json::{json, Value};
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{assert_container_removed, canary, pdf_bytes_inflated, pdf_text, TestApp};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -67,7 +68,7 @@ async fn hostile_documents_leak_nothing_run_nothing_and_end_as_expected() {
                                 "timeout_seconds": case.timeout, "files": case.files,
                                 "halt_on_error": case.halt_on_error, "texlive": year }))
                 .await;
-            submitted.push(job["id"].as_str().unwrap().to_string());
+            submitted.push(job.id().to_string());
         }
         let mut failures = Vec::new();
         for (case, id) in cases.iter().zip(&submitted) {
@@ -88,10 +89,10 @@ async fn hostile_documents_leak_nothing_run_nothing_and_end_as_expected() {
         .await;
 
     let normal = app
-        .wait_terminal(normal["id"].as_str().unwrap(), Duration::from_secs(300))
+        .wait_terminal(normal.id(), Duration::from_secs(300))
         .await;
     assert_eq!(normal["status"], "Succeeded", "{normal:#}");
-    assert_container_removed(normal["id"].as_str().unwrap()).await;
+    assert_container_removed(normal.id()).await;
 }
 
 /// Checks that nothing of the host, the image or a command leaked into what the job shows,
@@ -120,7 +121,7 @@ async fn check_case(
         return Err(format!("took {took} s, more than {limit} s"));
     }
 
-    let id = job["id"].as_str().unwrap();
+    let id = job.id();
     let log = app.get(&format!("/compile/{id}/log")).await;
     if log.status() != 200 {
         return Err(format!("no log: {}", log.status()));
