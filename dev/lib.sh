@@ -26,7 +26,8 @@ standardwebhooks_version=1.1.0
 profile=${DEV_PROFILE:-debug}
 bin="$root/target/$profile/texfleet"
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step with the time it began: a CI log shows where its minutes go.
+say() { printf '\033[1m==> %s %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Runs a command as the unprivileged owner of the Postgres cluster (initdb refuses root).
