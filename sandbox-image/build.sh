@@ -3,8 +3,8 @@
 # (base/build.sh, rebuilt only when base/ changes) plus a thin layer holding the supervisor
 # binary given as $1, the restricted shell built beside it (as /usr/bin/sh), LuaTeX's sandbox
 # (luatex-sandbox.lua, loaded by the compile driver with --lua before any format) and, where
-# the year's kpathsea reads any name, kpathsea-guard.c's rule preloaded into every program:
-# what changes with the code, so that a change rebuilds seconds, not the TeX Live base.
+# the year's kpathsea lets TeX read a name it should refuse, kpathsea-guard.c's rule preloaded
+# into every program: what changes with the code, so that a change rebuilds seconds, not the TeX Live base.
 # The tag hashes the base tag and the layer's sources, so an unchanged build is a no-op.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,10 +19,17 @@ guard="$here/kpathsea-guard.c"
 hash=$( { echo "$base"; cat "$supervisor" "$shell" "$lua_sandbox" "$guard"; } | sha256sum | cut -c1-16)
 tag="texfleet-sandbox:$year-$hash"
 
-# Whether kpathsea lets pdfLaTeX read /etc/passwd by name in `image` (exit 0: it does).
-reads_any_name() {
-  docker run --rm --network none --user 65101:65101 --entrypoint /usr/bin/kpsewhich "$1" \
-    -progname=pdflatex -safe-in-name=/etc/passwd >/dev/null 2>&1
+# Names that kpathsea must refuse pdfLaTeX under `openin_any = p`, each a way past one year's
+# kpathsea or another: absolute, expanded into an absolute name, a parent folder, a dot file.
+refused_names=(/etc/passwd '$SELFAUTOPARENT/etc/passwd' '~/x' ../x a/.b/c.tex)
+# Whether kpathsea lets pdfLaTeX read one of them by name in `image`.
+lets_one_through() {
+  local name
+  for name in "${refused_names[@]}"; do
+    docker run --rm --network none --user 65101:65101 --entrypoint /usr/bin/kpsewhich "$1" \
+      -progname=pdflatex "-safe-in-name=$name" >/dev/null 2>&1 && return 0
+  done
+  return 1
 }
 
 if ! docker image inspect "$tag" >/dev/null 2>&1; then
@@ -35,7 +42,7 @@ if ! docker image inspect "$tag" >/dev/null 2>&1; then
   tar --owner=0 --group=0 --mode=0644 -C "$here" -cf - luatex-sandbox.lua |
     docker cp - "$container:/usr/share/texfleet/" >&2
   guarded=false
-  if reads_any_name "$base"; then
+  if lets_one_through "$base"; then
     # Built here: it needs the C library only, and the image's is no older than the host's.
     mkdir -p "$work/layer/usr/lib/texfleet" "$work/layer/etc"
     cc -O2 -shared -fPIC -Wall -Wextra -Werror -o "$work/layer/usr/lib/texfleet/kpathsea-guard.so" "$guard"
@@ -49,9 +56,9 @@ if ! docker image inspect "$tag" >/dev/null 2>&1; then
     --change 'LABEL org.texfleet.sandbox=1' \
     --change "LABEL org.texfleet.kpathsea-guard=$guarded" \
     "$container" "$tag" >/dev/null
-  if reads_any_name "$tag"; then
+  if lets_one_through "$tag"; then
     docker rmi "$tag" >/dev/null
-    echo "build.sh: kpathsea in $tag lets TeX read /etc/passwd by name" >&2
+    echo "build.sh: kpathsea in $tag lets TeX read one of ${refused_names[*]} by name" >&2
     exit 1
   fi
 fi

@@ -1,20 +1,21 @@
 /*
- * texfleet: kpathsea's rule for the names TeX reads, for the TeX Live whose kpathsea no longer
- * keeps it.
+ * texfleet: kpathsea's rule for the names TeX reads, for the TeX Lives whose kpathsea does not
+ * keep it whole.
  *
  * TeX Live 2026's kpathsea answers every "may this file be read?" with yes, whatever
  * `openin_any` says. Landlock keeps the reads themselves to the trees and the job, but not
  * `stat(2)`: pdfTeX's `\pdffilesize` and `\pdffilemoddate` (XeTeX's `\filesize`,
  * `\filemoddate`) ask kpathsea first, then stat the name, so a document learned whether any
- * path of the container exists, its size and its date. Preloaded into every program of that
- * year's image (/etc/ld.so.preload), this library answers those questions again as kpathsea
+ * path of the container exists, its size and its date. Preloaded into every program of such an
+ * image (/etc/ld.so.preload), this library answers those questions again as kpathsea
  * did under `openin_any = p` (see texmf-hardening.cnf): no absolute name but below
- * TEXMFOUTPUT, no parent folder, no dot file; with `r` (LuaTeX, makeindex) dot files only.
- * sandbox-image/build.sh installs it only in an image whose kpathsea lets /etc/passwd through,
- * and checks that the image refuses it afterwards.
+ * TEXMFOUTPUT, none that kpathsea would expand into one (`$SELFAUTOPARENT/etc/passwd`), no
+ * parent folder, no dot file; with `r` (LuaTeX, makeindex) no dot file only. TeX Live 2022's kpathsea checks names before expanding them too.
+ * sandbox-image/build.sh installs it in an image whose kpathsea lets any such name through,
+ * and checks that the image refuses them all afterwards.
  *
  * Only symbols of the C library and, resolved at run time, of kpathsea itself: it is built on
- * the host and loaded by programs linked against a newer C library.
+ * the host and loaded by programs linked against a C library no older.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,23 +36,31 @@ static char *value_of(kpathsea kpse, const char *var) {
   return NULL;
 }
 
-/* A dot file by kpathsea's definition: a base name that starts with a dot and has no other
- * (`.rhosts`, `.login`; `.tex` files such as `.foo.tex` pass, as they do in kpathsea). */
-static boolean is_dot_file(const char *name) {
-  const char *base = strrchr(name, '/');
-  base = base ? base + 1 : name;
-  return base[0] == '.' && strchr(base + 1, '.') == NULL;
+/* Whether `p`, in `name`, starts a component that is `..`. */
+static boolean is_parent(const char *name, const char *p) {
+  return (p == name || p[-1] == '/') && p[0] == '.' && p[1] == '.' && (p[2] == '/' || !p[2]);
 }
 
-/* A `..` anywhere as a whole component. */
-static boolean has_parent(const char *name) {
-  for (const char *p = name; (p = strstr(p, "..")) != NULL; p += 2) {
+/* kpathsea's rule for dot files: no component that starts with a dot, but `./` and `../` and
+ * a last component named `.tex` (LaTeX's). */
+static boolean has_dot_file(const char *name) {
+  for (const char *p = name; *p; p++) {
     boolean starts = p == name || p[-1] == '/';
-    boolean ends = p[2] == '\0' || p[2] == '/';
-    if (starts && ends) return 1;
+    boolean folder = p[1] == '/' || (p[1] == '.' && p[2] == '/');
+    if (starts && p[0] == '.' && !folder && strcmp(p, ".tex") != 0) return 1;
   }
   return 0;
 }
+
+static boolean has_parent(const char *name) {
+  for (const char *p = name; *p; p++)
+    if (is_parent(name, p)) return 1;
+  return 0;
+}
+
+/* kpathsea expands `$VAR` anywhere and `~` at the start after this check, and
+ * `$SELFAUTOPARENT` is `/`: such a name is absolute for all the check can tell. */
+static boolean is_expanded(const char *name) { return name[0] == '~' || strchr(name, '$'); }
 
 /* Below TEXMFOUTPUT, the one absolute place `p` lets TeX read by name. */
 static boolean below_output(kpathsea kpse, const char *name) {
@@ -72,9 +81,9 @@ static boolean name_ok(kpathsea kpse, const char *name, boolean silent) {
   char choice = setting && *setting ? setting[0] : 'p';
   free(setting);
   if (choice == 'a' || choice == 'y' || choice == '1') return 1;
-  boolean ok = !is_dot_file(name);
+  boolean ok = !has_dot_file(name);
   if (ok && !(choice == 'r' || choice == 'n' || choice == '0'))
-    ok = !has_parent(name) && (name[0] != '/' || below_output(kpse, name));
+    ok = !is_expanded(name) && !has_parent(name) && (name[0] != '/' || below_output(kpse, name));
   if (!ok && !silent) fprintf(stderr, "\nNot reading from %s (openin_any = %c).\n", name, choice);
   return ok;
 }

@@ -284,12 +284,29 @@ local kpse_lookups = { find_file = true, lookup = true, readable_file = true }
 for name in pairs(kpse_lookups) do
   if kpse[name] then kpse[name] = guard_kpse_lookup(kpse[name]) end
 end
+-- expand_path answers only the folders that exist, an oracle of every folder (a review told
+-- the host's kernel modules from /sys/module): it keeps the folders Lua may read.
+local function readable_folders(expanded)
+  if type(expanded) ~= "string" then return expanded end
+  local kept = {}
+  for folder in expanded:gmatch("[^:]+") do
+    if permitted(folder) then kept[#kept + 1] = folder end
+  end
+  return concat(kept, ":")
+end
+local expand_path = kpse.expand_path
+if expand_path then
+  kpse.expand_path = function(...) return readable_folders(expand_path(...)) end
+end
 local kpse_new = kpse.new
 kpse.new = function(...)
   local instance = kpse_new(...)
   return setmetatable({}, { __index = function(_, key)
     local method = instance[key]
     if type(method) ~= "function" then return method end
+    if key == "expand_path" then
+      return function(_, ...) return readable_folders(method(instance, ...)) end
+    end
     if kpse_lookups[key] then
       local guarded = guard_kpse_lookup(function(name, ...) return method(instance, name, ...) end)
       return function(_, name, ...) return guarded(name, ...) end

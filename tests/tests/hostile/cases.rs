@@ -56,7 +56,7 @@ fn doc(body: &str) -> String {
 /// `stat-refused` or `stat-answered` (a word the document never writes whole).
 fn stat_probes(primitives: &str) -> String {
     let probe = format!("\\def\\probe#1{{\\edef\\s{{{primitives}}}\\message{{stat-\\ifx\\s\\empty refused\\else answered\\fi}}}}");
-    doc(&format!("{probe}\\probe{{/etc/passwd}}\\probe{{../../etc/passwd}}\\probe{{/proc/self/status}}\\probe{{/tmp}}"))
+    doc(&format!("{probe}\\probe{{/etc/passwd}}\\probe{{../../etc/passwd}}\\probe{{/proc/self/status}}\\probe{{/tmp}}\\probe{{$SELFAUTOPARENT/etc/passwd}}"))
 }
 
 fn case(
@@ -154,7 +154,8 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         Case { log_contains: Some("MD5=[]"), ..case("xetex mdfivesum of a file outside the trees", "xelatex",
             doc("\\message{MD5=[\\mdfivesum file{/etc/passwd}]}"), SUCCEEDS) },
         // Whether a file exists, its size and its date: kpathsea's name check before the stat,
-        // which TeX Live 2026 needs restored (kpathsea-guard.c). Refused in every year.
+        // which TeX Live 2026 needs restored, and 2022 for names kpathsea expands
+        // (kpathsea-guard.c). Refused in every year.
         Case { log_contains: Some("stat-refused"), log_lacks: Some("stat-answered"),
             ..case("file size of a file outside the trees", "pdflatex",
                 stat_probes("\\pdffilesize{#1}\\pdffilemoddate{#1}"), SUCCEEDS) },
@@ -195,6 +196,10 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
         // access(2) is no read: Landlock does not check it.
         Case { text_contains: Some("readable:refused"), ..case("lua kpse readable_file as an oracle", "lualatex",
             lua("tex.print('readable:' .. (kpse.readable_file('/etc/hostname') and 'allowed' or 'refused'))"), SUCCEEDS) },
+        // kpathsea's expand_path answers only folders that exist: every folder's oracle.
+        Case { text_contains: Some("folders:[|]"), text_lacks: Some("proc"),
+            ..case("lua kpse expand_path as an oracle", "lualatex",
+                lua("tex.print('folders:[' .. kpse.expand_path('/proc/1') .. '|' .. kpse.new('mpost'):expand_path('/proc/1') .. ']')"), SUCCEEDS) },
         // The record of the shell escape is the driver's: a document can neither forge nor
         // erase it (the engine reaches it only through the descriptor the shell appends to).
         Case { log_contains: Some("texfleet-sh: refused"), log_lacks: Some("FORGED2"), ..case("luatex forging the shell escape record", "lualatex",

@@ -79,24 +79,30 @@ pub fn run() -> io::Result<()> {
         );
         checks.add("reads_tex_trees", texmf.is_ok(), format!("{texmf:?}"));
     }
-    // Where no Landlock keeps reads to the trees (gVisor), TeX's own check must: in TeX Live
-    // 2026 only the library its image preloads keeps it (kpathsea-guard.c).
-    let kpsewhich = crate::process::Program::new(
-        "/usr/bin/kpsewhich",
-        &["-progname=pdflatex", "-safe-in-name=/etc/passwd"],
-        &[
-            "PATH=/usr/bin".to_string(),
-            "LANG=C.UTF-8".to_string(),
-            format!("HOME={}", confine::HOME),
-        ],
-    );
-    let kpathsea = crate::process::spawn(&kpsewhich, None, None, || Ok(()))
-        .map_err(|e| e.to_string())
-        .and_then(|child| waitpid(child, None).map_err(|e| e.to_string()));
+    // Where no Landlock keeps reads to the trees (gVisor), TeX's own check must, names that
+    // kpathsea expands included: in TeX Live 2022 and 2026 only the library the image preloads
+    // keeps it (kpathsea-guard.c).
+    let answers = ["/etc/passwd", "$SELFAUTOPARENT/etc/passwd"].map(|name| {
+        let name_argument = format!("-safe-in-name={name}");
+        let kpsewhich = crate::process::Program::new(
+            "/usr/bin/kpsewhich",
+            &["-progname=pdflatex", &name_argument],
+            &[
+                "PATH=/usr/bin".to_string(),
+                "LANG=C.UTF-8".to_string(),
+                format!("HOME={}", confine::HOME),
+            ],
+        );
+        let answer = crate::process::spawn(&kpsewhich, None, None, || Ok(()))
+            .map_err(|e| e.to_string())
+            .and_then(|child| waitpid(child, None).map_err(|e| e.to_string()));
+        (name, answer)
+    });
+    let refused = |answer: &Result<WaitStatus, String>| matches!(answer, Ok(WaitStatus::Exited(_, code)) if *code != 0);
     checks.add(
         "tex_refuses_absolute_reads",
-        enforced || matches!(kpathsea, Ok(WaitStatus::Exited(_, code)) if code != 0),
-        format!("kpsewhich -safe-in-name=/etc/passwd: {kpathsea:?}"),
+        enforced || answers.iter().all(|(_, answer)| refused(answer)),
+        format!("kpsewhich -safe-in-name: {answers:?}"),
     );
     let work = std::fs::write("/work/.check-probe", b"x");
     checks.add("writes_work_directory", work.is_ok(), format!("{work:?}"));
