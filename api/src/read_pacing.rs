@@ -9,8 +9,9 @@
 //! request's head or a frame of its body ([`head_credit`]). A /24 may owe [`BURST`] bytes,
 //! refilled at [`RATE`] a second, its /16 four times as much; while either owes more, none of
 //! the network's connections is read, so a flood slows to that rate however many connections
-//! or addresses carry it. A request answered `429` is charged again, so a client pipelining
-//! requests past its rate is paced too, instead of being answered as fast as it sends.
+//! or addresses carry it. A request answered `429` is charged again, a kilobyte at least, so a
+//! client pipelining requests past its rate is paced too, instead of being answered as fast
+//! as it sends. A connection gives back no more than it sent.
 //! Trusted proxies' connections are not paced: they carry everyone's requests.
 //!
 //! The bucket is written here rather than taken from `governor` (the request rate's limiter),
@@ -22,6 +23,7 @@ use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -107,6 +109,7 @@ impl ReadPacing {
         Meter {
             pacing: (!trusted_proxy).then(|| self.clone()),
             networks,
+            unclaimed: Arc::default(),
         }
     }
 
@@ -153,18 +156,46 @@ impl Buckets {
 pub struct Meter {
     pacing: Option<Arc<ReadPacing>>,
     networks: Vec<Network>,
+    /// Bytes this connection sent and was not yet given back: a request's head, as the server
+    /// reckons it, can be longer than what it took on the wire (bare line ends, HPACK), and
+    /// must not give back bytes that another connection's flood owes.
+    unclaimed: Arc<AtomicUsize>,
 }
 
 impl Meter {
-    /// Counts `bytes` read, or a refused request's head charged again.
-    pub fn charge(&self, bytes: usize) {
+    /// Counts `bytes` read from the connection.
+    fn read(&self, bytes: usize) {
+        self.unclaimed.fetch_add(bytes, Ordering::Relaxed);
+        self.charge(bytes);
+    }
+
+    fn charge(&self, bytes: usize) {
         if let Some(pacing) = &self.pacing {
             pacing.update(&self.networks, -(bytes as f64));
         }
     }
 
+    /// Charges a request answered `429` again, at least [`LEAST_REQUEST_COST`]: a client
+    /// pipelining requests past its rate is paced as they cost, however short they are.
+    pub fn charge_refused(&self, head: usize) {
+        self.charge(head.max(LEAST_REQUEST_COST));
+    }
+
+    /// Up to `bytes` of what the connection sent and was not given back yet.
+    fn claim(&self, bytes: usize) -> usize {
+        let mut claimed = 0;
+        let _ = self
+            .unclaimed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                claimed = left.min(bytes);
+                Some(left - claimed)
+            });
+        claimed
+    }
+
     /// Gives back `bytes` that were a request's head.
     pub fn give_back(&self, bytes: usize) {
+        let bytes = self.claim(bytes);
         if let Some(pacing) = &self.pacing {
             pacing.update(&self.networks, bytes as f64);
         }
@@ -173,8 +204,9 @@ impl Meter {
     /// Gives back a body frame's `data` bytes, less what a frame smaller than
     /// [`LEAST_FRAME_COST`] owes.
     pub fn give_back_body(&self, data: usize) {
+        let owed = LEAST_FRAME_COST.saturating_sub(data);
+        let data = self.claim(data);
         if let Some(pacing) = &self.pacing {
-            let owed = LEAST_FRAME_COST.saturating_sub(data);
             pacing.update(&self.networks, data as f64 - owed as f64);
         }
     }
@@ -212,6 +244,10 @@ pub fn head_credit<B>(request: &axum::http::Request<B>) -> usize {
 /// is paced as its frames cost, not as its few bytes. Every frame of a body but its last is
 /// larger than this as clients send them.
 const LEAST_FRAME_COST: usize = 1024;
+
+/// What a request answered `429` costs at least: answering it costs the server about the
+/// same whatever its length, and a request line can be 16 bytes.
+const LEAST_REQUEST_COST: usize = 1024;
 
 /// The most an HTTP/2 request's head gives back: more than a repeated request's head takes
 /// on the wire, less than a first request's.
@@ -257,7 +293,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         let read = buf.filled().len() - before;
-        self.meter.charge(read);
+        self.meter.read(read);
         Poll::Ready(Ok(()))
     }
 }
@@ -304,18 +340,18 @@ mod tests {
         let other = pacing.meter("198.51.100.1".parse().unwrap(), false);
         // Requests' bytes are given back: any amount of them is free.
         for _ in 0..100 {
-            flooding.charge(64 * 1024);
+            flooding.read(64 * 1024);
             flooding.give_back(64 * 1024);
         }
         assert_eq!(flooding.wait(), None);
-        flooding.charge(BURST as usize + 32 * 1024);
+        flooding.read(BURST as usize + 32 * 1024);
         assert_eq!(flooding.wait(), Some(Duration::from_millis(250)));
         assert!(neighbour.wait().is_some(), "one network, one bucket");
         assert_eq!(other.wait(), None);
         tokio::time::advance(Duration::from_millis(500)).await;
         assert_eq!(flooding.wait(), None, "refilled at 64 KiB a second");
         let proxy = pacing.meter("192.0.2.9".parse().unwrap(), true);
-        proxy.charge(100 * BURST as usize);
+        proxy.read(100 * BURST as usize);
         assert_eq!(proxy.wait(), None);
         assert!(neighbour.wait().is_none());
     }
@@ -327,10 +363,10 @@ mod tests {
             .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
             .collect();
         for meter in &meters[..4] {
-            meter.charge(BURST as usize);
+            meter.read(BURST as usize);
             assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
         }
-        meters[4].charge(1024);
+        meters[4].read(1024);
         assert!(meters.iter().all(|meter| meter.wait().is_some()));
         assert_eq!(
             pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
@@ -345,17 +381,44 @@ mod tests {
         let tiny = pacing.meter("198.51.100.1".parse().unwrap(), false);
         // 80 MB of a body in frames of 16 KiB cost nothing, with their chunks' framing.
         for _ in 0..5000 {
-            uploading.charge(16 * 1024 + 8);
+            uploading.read(16 * 1024 + 8);
             uploading.give_back_body(16 * 1024);
         }
         assert_eq!(uploading.wait(), None);
         // Chunks of one byte: `1\r\n \r\n` on the wire, 6 bytes each.
         let chunks = BURST as usize / LEAST_FRAME_COST + 64;
         for _ in 0..chunks {
-            tiny.charge(6);
+            tiny.read(6);
             tiny.give_back_body(1);
         }
         assert!(tiny.wait().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_refused_cost_a_kilobyte_however_short() {
+        let pacing = ReadPacing::new();
+        let pipelining = pacing.meter("192.0.2.7".parse().unwrap(), false);
+        // `GET / HTTP/1.1\n\n`, 16 bytes, answered `429` each time.
+        for _ in 0..BURST as usize / LEAST_REQUEST_COST + 64 {
+            pipelining.read(16);
+            pipelining.give_back(16);
+            pipelining.charge_refused(16);
+        }
+        assert!(pipelining.wait().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_gives_back_no_more_than_it_sent() {
+        let pacing = ReadPacing::new();
+        let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+        let asking = pacing.meter("192.0.2.8".parse().unwrap(), false);
+        flooding.read(BURST as usize + 64 * 1024);
+        // HTTP/2 heads of 12 bytes on the wire that decode to more than 128.
+        for _ in 0..1000 {
+            asking.read(12);
+            asking.give_back(128);
+        }
+        assert!(flooding.wait().is_some(), "the flood still owes");
     }
 
     #[test]
@@ -377,12 +440,10 @@ mod tests {
         // 1,018 /24s of four /16s, then a /24 and its /16: 1,024 buckets.
         for host in 1..=1018 {
             let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
-            pacing.meter(peer, false).charge(1);
+            pacing.meter(peer, false).read(1);
         }
         tokio::time::advance(Duration::from_secs(1)).await;
-        pacing
-            .meter("198.51.100.1".parse().unwrap(), false)
-            .charge(1);
+        pacing.meter("198.51.100.1".parse().unwrap(), false).read(1);
         assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 2);
     }
 }

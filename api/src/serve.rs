@@ -156,7 +156,7 @@ fn serve_connection(
         async move {
             let mut response = response.await?;
             if response.status() == StatusCode::TOO_MANY_REQUESTS {
-                meter.charge(head);
+                meter.charge_refused(head);
             }
             in_flight.answering();
             let charge = response.extensions_mut().remove::<Charge>();
