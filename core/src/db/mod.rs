@@ -20,6 +20,7 @@ mod images;
 mod jobs;
 mod notify;
 mod queue;
+mod scratch;
 mod submit;
 #[cfg(feature = "test-support")]
 mod testing;
@@ -32,6 +33,7 @@ pub use images::*;
 pub use jobs::*;
 pub use notify::*;
 pub use queue::*;
+pub use scratch::*;
 pub use submit::*;
 #[cfg(feature = "test-support")]
 pub use testing::*;
