@@ -265,13 +265,18 @@ local function text_loadfile(path, mode, ...)
   return original.loadfile(path, "t")
 end
 
--- kpathsea answers whether a file exists for an absolute name, or one whose $VARIABLES expand to
--- one ($SELFAUTOPARENT is /): outside the trees Lua may read, that is an oracle of the image's
+-- kpathsea answers whether a file exists for a name that leaves the trees Lua may read: an
+-- absolute one, a parent path (`../etc/hostname` from the work folder), or one it expands
+-- into either ($SELFAUTOPARENT is /, ~ the home, !! a path element): an oracle of the image's
 -- files. Such names are not found; every other lookup is as kpathsea makes it.
 local function kpse_name_permitted(name)
   if type(name) ~= "string" then return true end
-  if name:find("$", 1, true) or name:find("\0", 1, true) then return false end
-  return name:sub(1, 1) ~= "/" or permitted(name)
+  for _, expanded in ipairs({ "$", "\0", "!!" }) do
+    if name:find(expanded, 1, true) then return false end
+  end
+  if name:sub(1, 1) == "/" then return permitted(name) end
+  -- A relative name without a `..` stays in the work folder and the trees kpathsea searches.
+  return name:sub(1, 1) ~= "~" and absolute(name) ~= nil
 end
 local function guard_kpse_lookup(f)
   return function(name, ...)

@@ -269,6 +269,8 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             doc("[\\input|\"kpsewhich $SELFAUTOPARENT/etc/passwd\" ]"), SUCCEEDS) },
         Case { text_contains: Some("kpse:nil-nil-nil"), ..case("lua kpathsea finding a file outside the trees", "lualatex",
             lua("local k = kpse.new('mpost') tex.print('kpse:' .. tostring(kpse.find_file('$SELFAUTOPARENT/etc/passwd')) .. '-' .. tostring(kpse.find_file('/etc/hostname')) .. '-' .. tostring(k:find_file('/etc/passwd')))"), SUCCEEDS) },
+        Case { text_contains: Some("kpse:nil-nil-nil-nil"), ..case("lua kpathsea finding a file by a parent path", "lualatex",
+            lua("local k = kpse.new('luatex') tex.print('kpse:' .. tostring(kpse.find_file('../etc/hostname', 'tex')) .. '-' .. tostring(kpse.readable_file('./../etc/passwd')) .. '-' .. tostring(kpse.lookup('../proc/self/status', { format = 'tex' })) .. '-' .. tostring(k:find_file('../etc/hostname', 'tex')))"), SUCCEEDS) },
         Case { log_contains: Some("disabled"), ..case("an allowed program by its path", "pdflatex",
             doc("\\immediate\\write18{/usr/bin/kpsewhich -var-value=PATH > k.tex}"), SUCCEEDS) },
         Case { text_lacks: Some("PWNED"), ..case("shell metacharacters in an allowed command", "pdflatex",
