@@ -11,7 +11,7 @@ use crate::exit::{Exit, Failure};
 use crate::local_files::write_replacing;
 use crate::package_check;
 use crate::project_files::{self, ProjectFile};
-use crate::report::{self, Format, Locations, OutputArgs};
+use crate::report::{self, Locations, OutputArgs, OutputFormat};
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use serde_json::{json, Value};
@@ -102,7 +102,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
 
     let started = Instant::now();
     let progress = |status: &str, id: &str| {
-        if format != Format::Json {
+        if format != OutputFormat::Json {
             eprintln!(
                 "[{:>6.1}s] {status}  (job {id})",
                 started.elapsed().as_secs_f64()
@@ -118,7 +118,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
         job = follow(&client, job, &id, &progress) => job?,
         _ = tokio::signal::ctrl_c() => {
             client.cancel(&id).await.ok();
-            if format != Format::Json {
+            if format != OutputFormat::Json {
                 eprintln!("interrupted: cancelled job {id}");
             }
             return Ok(Exit::Interrupted);
@@ -132,7 +132,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     if succeeded {
         let pdf = client.pdf(&id).await?;
         write_replacing(&pdf_path, &pdf)?;
-        if format != Format::Json {
+        if format != OutputFormat::Json {
             eprintln!(
                 "wrote {} ({} bytes) in {:.1}s",
                 pdf_path.display(),
@@ -150,7 +150,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
         write_replacing(&log_path, &log)?;
         written_log = Some(log_path);
     }
-    if format == Format::Json {
+    if format == OutputFormat::Json {
         println!(
             "{}",
             json!({ "job": job, "pdf": written_pdf, "log": written_log })

@@ -4,7 +4,7 @@
 use crate::client::{is_terminal, Client, ServerArgs};
 use crate::exit::Exit;
 use crate::local_files::write_replacing;
-use crate::report::{self, Format, Locations, OutputArgs};
+use crate::report::{self, Locations, OutputArgs, OutputFormat};
 use clap::builder::PossibleValuesParser;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -75,8 +75,8 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<Exit> {
     };
     let format = args.output.format();
     match format {
-        Format::Json => println!("{job}"),
-        Format::Text | Format::Github => println!("{}", summary(&job)),
+        OutputFormat::Json => println!("{job}"),
+        OutputFormat::Text | OutputFormat::Github => println!("{}", summary(&job)),
     }
     report::diagnostics(&job, format, &Locations::default());
     Ok(match (args.wait, job["status"].as_str()) {
@@ -91,7 +91,7 @@ pub async fn log(args: LogArgs) -> anyhow::Result<Exit> {
     let log = client.log(&id).await?;
     match (&args.output, args.format.format()) {
         (Some(path), _) => write_replacing(path, &log)?,
-        (None, Format::Json) => {
+        (None, OutputFormat::Json) => {
             println!(
                 "{}",
                 json!({ "id": id, "log": String::from_utf8_lossy(&log) })
@@ -106,7 +106,7 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<Exit> {
     let client = Client::new(&args.server);
     let job = client.cancel(&args.id.to_string()).await?;
     match args.output.format() {
-        Format::Json => println!("{job}"),
+        OutputFormat::Json => println!("{job}"),
         _ => println!("{}", summary(&job)),
     }
     Ok(Exit::Success)
@@ -118,7 +118,7 @@ pub async fn list(args: ListArgs) -> anyhow::Result<Exit> {
         .list(args.status.as_deref(), args.limit, args.cursor.as_deref())
         .await?;
     match args.output.format() {
-        Format::Json => println!("{page}"),
+        OutputFormat::Json => println!("{page}"),
         _ => {
             for job in page["items"].as_array().into_iter().flatten() {
                 println!("{}", summary(job));

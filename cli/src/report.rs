@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum OutputFormat {
     /// For people: progress and diagnostics like a compiler's.
     Text,
     /// For scripts: one JSON document on stdout (the job, or what the command returns).
@@ -18,17 +18,17 @@ pub enum Format {
 #[derive(clap::Args, Clone)]
 pub struct OutputArgs {
     /// How to print the result.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    format: OutputFormat,
     /// The same as --format json.
     #[arg(long)]
     json: bool,
 }
 
 impl OutputArgs {
-    pub fn format(&self) -> Format {
+    pub fn format(&self) -> OutputFormat {
         if self.json {
-            Format::Json
+            OutputFormat::Json
         } else {
             self.format
         }
@@ -57,12 +57,12 @@ impl Locations {
 
 /// Prints the job's diagnostics as `format` asks (nothing for `json`, whose document holds
 /// them).
-pub fn diagnostics(job: &Value, format: Format, locations: &Locations) {
+pub fn diagnostics(job: &Value, format: OutputFormat, locations: &Locations) {
     for diagnostic in job["diagnostics"].as_array().into_iter().flatten() {
         match format {
-            Format::Text => eprintln!("{}", compiler_line(diagnostic, locations)),
-            Format::Github => println!("{}", annotation(diagnostic, locations)),
-            Format::Json => {}
+            OutputFormat::Text => eprintln!("{}", compiler_line(diagnostic, locations)),
+            OutputFormat::Github => println!("{}", annotation(diagnostic, locations)),
+            OutputFormat::Json => {}
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::client::{Client, ServerArgs};
 use crate::exit::{Exit, Failure};
-use crate::report::{Format, OutputArgs};
+use crate::report::{OutputArgs, OutputFormat};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub async fn run(command: WebhookCommand) -> anyhow::Result<Exit> {
                 .await?
                 .unwrap_or_default();
             match output.format() {
-                Format::Json => println!("{endpoint}"),
+                OutputFormat::Json => println!("{endpoint}"),
                 _ => {
                     println!("{}", endpoint["secret"].as_str().unwrap_or(""));
                     eprintln!(
@@ -103,7 +103,7 @@ pub async fn run(command: WebhookCommand) -> anyhow::Result<Exit> {
                 .await?
                 .unwrap_or_default();
             match output.format() {
-                Format::Json => println!("{list}"),
+                OutputFormat::Json => println!("{list}"),
                 _ => {
                     for endpoint in list["items"].as_array().into_iter().flatten() {
                         println!("{}", endpoint_line(endpoint));
@@ -130,7 +130,7 @@ pub async fn run(command: WebhookCommand) -> anyhow::Result<Exit> {
                 .await?
                 .unwrap_or_default();
             match output.format() {
-                Format::Json => println!("{list}"),
+                OutputFormat::Json => println!("{list}"),
                 _ => {
                     for delivery in list["items"].as_array().into_iter().flatten() {
                         println!("{}", delivery_line(delivery));
