@@ -104,6 +104,33 @@ async fn ieee_s_conference_template_compiles_in_every_year() {
     }
 }
 
+/// MetaPost drawn by luamplib, whose macros (`plain.mp`) come with texlive-metapost, in every
+/// year that offers LuaLaTeX.
+#[tokio::test(flavor = "multi_thread")]
+async fn luamplib_draws_in_every_year_with_lualatex() {
+    let app = TestApp::spawn().await;
+    let info = app.get_json("/info").await;
+    for listed in info["texlive_years"].as_array().unwrap() {
+        if !listed["engines"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("lualatex"))
+        {
+            continue;
+        }
+        let year = &listed["year"];
+        let job = app
+            .compile(json!({ "engine": "lualatex", "texlive": year, "input_latex":
+                "\\documentclass{article}\\usepackage{luamplib}\\begin{document}\\begin{mplibcode}\n\
+                 beginfig(1); draw fullcircle scaled 2cm; label(btex Drawn etex, origin); endfig;\n\
+                 \\end{mplibcode}\\end{document}" }))
+            .await;
+        assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
+        let text = pdf_text(&app.pdf_of(job.id()).await);
+        assert!(text.contains("Drawn"), "TeX Live {year}: {text:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn neither_the_result_cache_nor_the_preamble_format_crosses_years() {
     let app = TestApp::spawn_with(|config| config.result_cache = true).await;
