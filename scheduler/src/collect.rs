@@ -8,8 +8,8 @@
 
 use std::io::Read;
 use texfleet_sandbox::{
-    DriverState, Report, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES, MAX_STATE_BYTES, PDF_FILE,
-    REPORT_FILE, STATE_FILE, SYNCTEX_FILE,
+    DriverState, Report, DRIVER_STATE_FILE, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES,
+    MAX_STATE_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE,
 };
 
 const MAX_REPORT_BYTES: u64 = 64 * 1024;
@@ -85,12 +85,12 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
             PDF_FILE => (&mut collected.pdf, bounds.max_pdf_bytes),
             LOG_FILE => (&mut collected.log, bounds.max_log_bytes),
             SYNCTEX_FILE => (&mut collected.synctex, bounds.max_synctex_bytes),
-            STATE_FILE | FORMAT_FILE => {
+            DRIVER_STATE_FILE | FORMAT_FILE => {
                 if !seen_optional.insert(name.clone()) {
                     return Err(format!("entry {name:?} appears twice"));
                 }
                 let cap = match name.as_str() {
-                    STATE_FILE => MAX_STATE_BYTES,
+                    DRIVER_STATE_FILE => MAX_STATE_BYTES,
                     _ => MAX_FORMAT_BYTES,
                 };
                 let bytes = read_entry(&mut entry, &name, cap)?;
@@ -98,7 +98,7 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
                     continue;
                 }
                 match name.as_str() {
-                    STATE_FILE => {
+                    DRIVER_STATE_FILE => {
                         collected.state = serde_json::from_slice(&bytes)
                             .ok()
                             .map(DriverState::bounded)
@@ -305,7 +305,7 @@ mod tests {
         let collected = collect(
             &archive(&[
                 (REPORT_FILE, REGULAR, &report),
-                (STATE_FILE, REGULAR, state),
+                (DRIVER_STATE_FILE, REGULAR, state),
                 (FORMAT_FILE, REGULAR, b"fmt"),
             ]),
             &bounds(),
@@ -324,7 +324,7 @@ mod tests {
         let collected = collect(
             &archive(&[
                 (REPORT_FILE, REGULAR, &report),
-                (STATE_FILE, REGULAR, b"{\"next\":7}"),
+                (DRIVER_STATE_FILE, REGULAR, b"{\"next\":7}"),
                 (LOG_FILE, REGULAR, b"ok"),
             ]),
             &bounds(),
@@ -336,7 +336,7 @@ mod tests {
         let collected = collect(
             &archive(&[
                 (REPORT_FILE, REGULAR, &report),
-                (STATE_FILE, REGULAR, &huge),
+                (DRIVER_STATE_FILE, REGULAR, &huge),
             ]),
             &bounds(),
         );

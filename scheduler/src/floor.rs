@@ -8,7 +8,7 @@ use crate::job_spec::{deadline, job_spec, max_stdout};
 use std::io::Read;
 use texfleet_core::model::ClaimedJob;
 use texfleet_core::Config;
-use texfleet_sandbox::{CompileState, DriverState, STATE_FILE};
+use texfleet_sandbox::{CompileState, DriverState, DRIVER_STATE_FILE};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -54,7 +54,7 @@ pub fn handed_on(run: &SandboxRun) -> CompileState {
         return CompileState::default();
     };
     for mut entry in entries.flatten() {
-        if entry.path_bytes().as_ref() == STATE_FILE.as_bytes() {
+        if entry.path_bytes().as_ref() == DRIVER_STATE_FILE.as_bytes() {
             let mut bytes = Vec::new();
             if entry.read_to_end(&mut bytes).is_ok() {
                 if let Ok(state) = serde_json::from_slice::<DriverState>(&bytes) {

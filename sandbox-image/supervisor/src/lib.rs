@@ -29,10 +29,10 @@ pub const SYNCTEX_FILE: &str = "output.synctex.gz";
 /// The preamble's format, dumped by a job asked to ([`Preamble::Dump`]), in the main folder.
 pub const FORMAT_FILE: &str = "output.fmt";
 /// What the compile driver leaves for the scheduler: a [`DriverState`] as JSON.
-pub const STATE_FILE: &str = "state.json";
+pub const DRIVER_STATE_FILE: &str = "driver-state.json";
 /// The largest format the scheduler keeps; a larger one is dropped, not truncated.
 pub const MAX_FORMAT_BYTES: u64 = 64 * 1024 * 1024;
-/// The largest [`STATE_FILE`]; auxiliary files that do not fit are not kept.
+/// The largest [`DRIVER_STATE_FILE`]; auxiliary files that do not fit are not kept.
 pub const MAX_STATE_BYTES: u64 = 8 * 1024 * 1024;
 /// The most auxiliary files a compile hands on ([`CompileState::bounded`]).
 pub const MAX_STATE_FILES: usize = 200;
@@ -147,7 +147,7 @@ impl CompileState {
     }
 }
 
-/// What the compile driver leaves in [`STATE_FILE`]. Written by the compile's user: the
+/// What the compile driver leaves in [`DRIVER_STATE_FILE`]. Written by the compile's user: the
 /// scheduler bounds it and keeps it for the same project's same document only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverState {

@@ -23,8 +23,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use texfleet_sandbox::{
-    job_input, read_job, JobSpec, Limit, Preamble, Report, FORMAT_FILE, LOG_FILE, PDF_FILE,
-    REPORT_FILE, STATE_FILE, SYNCTEX_FILE, WORK_DIR,
+    job_input, read_job, JobSpec, Limit, Preamble, Report, DRIVER_STATE_FILE, FORMAT_FILE,
+    LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// This program, executed again as the compile driver.
@@ -109,7 +109,7 @@ pub fn run() -> io::Result<()> {
         REPORT_FILE,
         &serde_json::to_vec(&report).map_err(io::Error::other)?,
     )?;
-    let kept = [(STATE_FILE, state), (FORMAT_FILE, format)];
+    let kept = [(DRIVER_STATE_FILE, state), (FORMAT_FILE, format)];
     for (name, content) in outputs.into_iter().chain(kept) {
         if let Some(content) = content {
             append(&mut archive, name, &content)?;
