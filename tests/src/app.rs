@@ -205,6 +205,11 @@ impl TestApp {
         response.bytes().await.unwrap().to_vec()
     }
 
+    /// The text of job `id`'s PDF.
+    pub async fn text_of(&self, id: &str) -> String {
+        crate::pdf_text(&self.pdf_of(id).await)
+    }
+
     /// `DELETE /compile/{id}` with this app's token.
     pub async fn cancel(&self, id: &str) -> reqwest::Response {
         self.delete_as(&self.token, &format!("/compile/{id}")).await

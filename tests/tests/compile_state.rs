@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{pdf_pages_rendered, pdf_text, TestApp};
+use texfleet_e2e::{pdf_pages_rendered, TestApp};
 
 /// A preamble that reads a file of the project, and a body with a table of contents and a
 /// forward reference, which cold take two passes.
@@ -27,7 +27,7 @@ fn folded(text: &str) -> String {
 
 async fn text_of(app: &TestApp, job: &Value) -> String {
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    folded(&pdf_text(&app.pdf_of(job.id()).await))
+    folded(&app.text_of(job.id()).await)
 }
 
 async fn log_of(app: &TestApp, job: &Value) -> String {

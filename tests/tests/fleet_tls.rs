@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
-    pdf_text, second_engine_actions, second_engine_tls, unix_seconds, SchedulerProcess, TestApp,
+    second_engine_actions, second_engine_tls, unix_seconds, SchedulerProcess, TestApp,
 };
 
 /// A CA of its own and a client certificate it signed: well-formed, but not the engine's CA.
@@ -85,7 +85,10 @@ async fn a_scheduler_compiles_on_a_remote_engine_over_mutual_tls() {
     let id = job.id();
     let job = app.wait_terminal(id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    assert!(pdf_text(&app.pdf_of(id).await).contains("Compiled on the remote engine."));
+    assert!(app
+        .text_of(id)
+        .await
+        .contains("Compiled on the remote engine."));
     // The second engine itself made and ran the job's container.
     let actions = second_engine_actions(id, since);
     for action in ["create", "start"] {

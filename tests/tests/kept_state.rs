@@ -5,11 +5,11 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{pdf_text, TestApp};
+use texfleet_e2e::TestApp;
 
 async fn text_of(app: &TestApp, job: &Value) -> String {
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    pdf_text(&app.pdf_of(job.id()).await)
+    app.text_of(job.id()).await
 }
 
 /// A pasted document with `body`, whose preamble is the line `\documentclass{article}`.

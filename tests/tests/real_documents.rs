@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{files_field, files_of, pdf_text, TestApp};
+use texfleet_e2e::{files_field, files_of, TestApp};
 use unicode_normalization::UnicodeNormalization;
 
 const DEFAULT_SIMILARITY: f64 = 0.85;
@@ -73,7 +73,7 @@ async fn judge(app: &TestApp, dir: &Path, job: &Value) -> Result<String, String>
     }
     let meta: Value =
         serde_json::from_slice(&std::fs::read(dir.join("document.json")).unwrap()).unwrap();
-    let text = pdf_text(&app.pdf_of(job.id()).await);
+    let text = app.text_of(job.id()).await;
     match std::fs::read_to_string(dir.join("expected.txt")) {
         Ok(expected) => {
             let needed = meta["min_similarity"]

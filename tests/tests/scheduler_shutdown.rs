@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{container_of_running_job, pdf_text, SchedulerProcess, TestApp, ENDLESS, HELLO};
+use texfleet_e2e::{container_of_running_job, SchedulerProcess, TestApp, ENDLESS, HELLO};
 
 const GRACE_SECONDS: u64 = 20;
 
@@ -55,7 +55,7 @@ async fn sigterm_finishes_running_compiles_within_the_grace_and_hands_the_rest_t
     // The compile that could finish within the grace did, with its PDF.
     let busy = app.get_json(&format!("/compile/{busy_id}")).await;
     assert_eq!(busy["status"], "Succeeded", "{busy:#}");
-    assert!(pdf_text(&app.pdf_of(busy_id).await).contains("done counting"));
+    assert!(app.text_of(busy_id).await.contains("done counting"));
     // The endless one was handed back untouched, its container removed.
     let endless: Value = app.get_json(&format!("/compile/{endless_id}")).await;
     assert_eq!(endless["status"], "Queued", "{endless:#}");

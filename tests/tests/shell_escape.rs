@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{container_of_running_job, exec_in, pdf_text, TestApp};
+use texfleet_e2e::{container_of_running_job, exec_in, TestApp};
 
 fn minted_document(snippets: &[&str]) -> Value {
     let body: String = snippets
@@ -44,7 +44,7 @@ async fn minted_highlights_code_on_every_engine() {
         ] {
             assert!(!log.contains(unwanted), "{engine}: {unwanted}: {log}");
         }
-        let text = pdf_text(&app.pdf_of(job.id()).await);
+        let text = app.text_of(job.id()).await;
         assert!(text.contains("greet"), "{engine}: {text}");
     }
 }
@@ -64,7 +64,7 @@ async fn an_edit_highlights_only_the_code_that_changed() {
     let log = app.log(second.id()).await;
     assert_eq!(latexminted_runs(&log, "batch"), 0, "{log}");
     assert_eq!(latexminted_runs(&log, "highlight"), 1, "{log}");
-    let text = pdf_text(&app.pdf_of(second.id()).await);
+    let text = app.text_of(second.id()).await;
     assert!(text.contains("one") && text.contains("three") && !text.contains("two"));
 }
 
@@ -78,7 +78,7 @@ async fn latex_asks_l3sys_query_for_its_folder_and_files() {
             { "path": "figure-one.png", "content": "not really" }] }))
         .await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    let text = pdf_text(&app.pdf_of(job.id()).await);
+    let text = app.text_of(job.id()).await;
     assert!(
         text.contains("/work") && text.contains("figure-one.png"),
         "{text}"

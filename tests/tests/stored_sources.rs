@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{files_field, pdf_text, TestApp, HELLO};
+use texfleet_e2e::{files_field, TestApp, HELLO};
 
 const MIB: usize = 1024 * 1024;
 
@@ -80,6 +80,6 @@ async fn a_compiled_job_keeps_no_sources() {
     let id = job.id();
     let job = app.wait_terminal(id, Duration::from_secs(120)).await;
     assert_eq!(job["status"], "Succeeded", "{job}");
-    assert!(pdf_text(&app.pdf_of(id).await).contains("Hello"));
+    assert!(app.text_of(id).await.contains("Hello"));
     assert!(!holds_sources(&app, &job["id"]).await);
 }

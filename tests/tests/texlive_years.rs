@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{eventually, free_port, pdf_text, scheduler_metric, SchedulerProcess, TestApp};
+use texfleet_e2e::{eventually, free_port, scheduler_metric, SchedulerProcess, TestApp};
 
 /// The LaTeX format's date, which each TeX Live year's image has its own of.
 const FORMAT_VERSION: &str =
@@ -26,7 +26,7 @@ async fn image_ids(app: &TestApp) -> BTreeMap<String, String> {
 
 /// The date LaTeX printed in a job's PDF: `LaTeX of <date>.`
 async fn format_date(app: &TestApp, job: &Value) -> String {
-    let text = pdf_text(&app.pdf_of(job.id()).await);
+    let text = app.text_of(job.id()).await;
     let after = text.split("LaTeX of ").nth(1).expect("the document's text");
     after.split('.').next().unwrap().trim().to_string()
 }
@@ -89,7 +89,7 @@ async fn ieee_s_conference_template_compiles_in_every_year() {
             .compile(json!({ "input_latex": IEEE_TEMPLATE, "texlive": year }))
             .await;
         assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
-        let text = pdf_text(&app.pdf_of(job.id()).await);
+        let text = app.text_of(job.id()).await;
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         for phrase in [
             "Bare Demo of IEEEtran.cls",
@@ -126,7 +126,7 @@ async fn luamplib_draws_in_every_year_with_lualatex() {
                  \\end{mplibcode}\\end{document}" }))
             .await;
         assert_eq!(job["status"], "Succeeded", "TeX Live {year}: {job:#}");
-        let text = pdf_text(&app.pdf_of(job.id()).await);
+        let text = app.text_of(job.id()).await;
         assert!(text.contains("Drawn"), "TeX Live {year}: {text:?}");
     }
 }
