@@ -1,0 +1,116 @@
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_network_owing_its_burst_waits_and_requests_cost_it_nothing() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let neighbour = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    let other = pacing.meter("198.51.100.1".parse().unwrap(), false);
+    // Requests' bytes are given back: any amount of them is free.
+    for _ in 0..100 {
+        flooding.read(64 * 1024);
+        flooding.give_back(64 * 1024);
+    }
+    assert_eq!(flooding.wait(), None);
+    flooding.read(BURST as usize + 32 * 1024);
+    assert_eq!(flooding.wait(), Some(Duration::from_millis(250)));
+    assert!(neighbour.wait().is_some(), "one network, one bucket");
+    assert_eq!(other.wait(), None);
+    tokio::time::advance(Duration::from_millis(500)).await;
+    assert_eq!(flooding.wait(), None, "refilled at 64 KiB a second");
+    let proxy = pacing.meter("192.0.2.9".parse().unwrap(), true);
+    proxy.read(100 * BURST as usize);
+    assert_eq!(proxy.wait(), None);
+    assert!(neighbour.wait().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_24s_of_one_16_share_its_bucket_too() {
+    let pacing = ReadPacing::new();
+    let meters: Vec<Meter> = (0..8)
+        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
+        .collect();
+    for meter in &meters[..4] {
+        meter.read(BURST as usize);
+        assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
+    }
+    meters[4].read(1024);
+    assert!(meters.iter().all(|meter| meter.wait().is_some()));
+    assert_eq!(
+        pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_in_tiny_frames_is_paced_as_its_frames_cost() {
+    let pacing = ReadPacing::new();
+    let uploading = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let tiny = pacing.meter("198.51.100.1".parse().unwrap(), false);
+    // 80 MB of a body in frames of 16 KiB cost nothing, with their chunks' framing.
+    for _ in 0..5000 {
+        uploading.read(16 * 1024 + 8);
+        uploading.give_back_body(16 * 1024);
+    }
+    assert_eq!(uploading.wait(), None);
+    // Chunks of one byte: `1\r\n \r\n` on the wire, 6 bytes each.
+    let chunks = BURST as usize / LEAST_FRAME_COST + 64;
+    for _ in 0..chunks {
+        tiny.read(6);
+        tiny.give_back_body(1);
+    }
+    assert!(tiny.wait().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_refused_cost_a_kilobyte_however_short() {
+    let pacing = ReadPacing::new();
+    let pipelining = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    // `GET / HTTP/1.1\n\n`, 16 bytes, answered `429` each time.
+    for _ in 0..BURST as usize / LEAST_REQUEST_COST + 64 {
+        pipelining.read(16);
+        pipelining.give_back(16);
+        pipelining.charge_refused(16);
+    }
+    assert!(pipelining.wait().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_gives_back_no_more_than_it_sent() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let asking = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    flooding.read(BURST as usize + 64 * 1024);
+    // HTTP/2 heads of 12 bytes on the wire that decode to more than 128.
+    for _ in 0..1000 {
+        asking.read(12);
+        asking.give_back(128);
+    }
+    assert!(flooding.wait().is_some(), "the flood still owes");
+}
+
+#[test]
+fn an_http2_head_gives_back_little_however_long_it_decodes() {
+    let request = |version| {
+        axum::http::Request::get("/healthz")
+            .version(version)
+            .header("x-padding", "p".repeat(4000))
+            .body(())
+            .unwrap()
+    };
+    assert!(head_credit(&request(axum::http::Version::HTTP_11)) > 4000);
+    assert_eq!(head_credit(&request(axum::http::Version::HTTP_2)), 128);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refilled_buckets_are_dropped() {
+    let pacing = ReadPacing::new();
+    // 1,018 /24s of four /16s, then a /24 and its /16: 1,024 buckets.
+    for host in 1..=1018 {
+        let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
+        pacing.meter(peer, false).read(1);
+    }
+    tokio::time::advance(Duration::from_secs(1)).await;
+    pacing.meter("198.51.100.1".parse().unwrap(), false).read(1);
+    assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 2);
+}
