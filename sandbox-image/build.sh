@@ -4,7 +4,8 @@
 # binary given as $1, the restricted shell built beside it (as /usr/bin/sh), LuaTeX's sandbox
 # (luatex-sandbox.lua, loaded by the compile driver with --lua before any format) and, where
 # the year's kpathsea lets TeX read a name it should refuse, kpathsea-guard.c's rule preloaded
-# into every program: what changes with the code, so that a change rebuilds seconds, not the TeX Live base.
+# into every program: what changes with the code, so that a change rebuilds seconds, not the
+# TeX Live base.
 # The tag hashes the base tag and the layer's sources, so an unchanged build is a no-op.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -98,10 +98,12 @@ pub fn run() -> io::Result<()> {
             .and_then(|child| waitpid(child, None).map_err(|e| e.to_string()));
         (name, answer)
     });
-    let refused = |answer: &Result<WaitStatus, String>| matches!(answer, Ok(WaitStatus::Exited(_, code)) if *code != 0);
+    let all_refused = answers
+        .iter()
+        .all(|(_, answer)| matches!(answer, Ok(WaitStatus::Exited(_, code)) if *code != 0));
     checks.add(
         "tex_refuses_absolute_reads",
-        enforced || answers.iter().all(|(_, answer)| refused(answer)),
+        enforced || all_refused,
         format!("kpsewhich -safe-in-name: {answers:?}"),
     );
     let work = std::fs::write("/work/.check-probe", b"x");
