@@ -278,10 +278,20 @@ local function kpse_name_permitted(name)
   -- A relative name without a `..` stays in the work folder and the trees kpathsea searches.
   return name:sub(1, 1) ~= "~" and absolute(name) ~= nil
 end
+-- lookup's `path` option names the folders kpathsea searches (`{ path = "/etc" }`): each must be
+-- one a name could be.
+local function kpse_options_permitted(options)
+  if type(options) ~= "table" or options.path == nil then return true end
+  if type(options.path) ~= "string" then return false end
+  for folder in options.path:gmatch("[^:]*") do
+    if folder == "" or not kpse_name_permitted(folder) then return false end
+  end
+  return true
+end
 local function guard_kpse_lookup(f)
-  return function(name, ...)
-    if not kpse_name_permitted(name) then return nil end
-    return f(name, ...)
+  return function(name, options, ...)
+    if not (kpse_name_permitted(name) and kpse_options_permitted(options)) then return nil end
+    return f(name, options, ...)
   end
 end
 -- readable_file asks access(2), which Landlock does not check: an oracle of every file.

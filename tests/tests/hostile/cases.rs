@@ -271,6 +271,8 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             lua("local k = kpse.new('mpost') tex.print('kpse:' .. tostring(kpse.find_file('$SELFAUTOPARENT/etc/passwd')) .. '-' .. tostring(kpse.find_file('/etc/hostname')) .. '-' .. tostring(k:find_file('/etc/passwd')))"), SUCCEEDS) },
         Case { text_contains: Some("kpse:nil-nil-nil-nil"), ..case("lua kpathsea finding a file by a parent path", "lualatex",
             lua("local k = kpse.new('luatex') tex.print('kpse:' .. tostring(kpse.find_file('../etc/hostname', 'tex')) .. '-' .. tostring(kpse.readable_file('./../etc/passwd')) .. '-' .. tostring(kpse.lookup('../proc/self/status', { format = 'tex' })) .. '-' .. tostring(k:find_file('../etc/hostname', 'tex')))"), SUCCEEDS) },
+        Case { text_contains: Some("lookup:nil-nil-nil"), ..case("lua kpathsea lookup in folders of its own", "lualatex",
+            lua("tex.print('lookup:' .. tostring(kpse.lookup('passwd', { path = '/etc' })) .. '-' .. tostring(kpse.lookup('hostname', { path = 'x:$SELFAUTOPARENT/etc' })) .. '-' .. tostring(kpse.new('luatex'):lookup('passwd', { path = '/etc' })))"), SUCCEEDS) },
         Case { log_contains: Some("disabled"), ..case("an allowed program by its path", "pdflatex",
             doc("\\immediate\\write18{/usr/bin/kpsewhich -var-value=PATH > k.tex}"), SUCCEEDS) },
         Case { text_lacks: Some("PWNED"), ..case("shell metacharacters in an allowed command", "pdflatex",
