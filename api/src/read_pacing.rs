@@ -4,20 +4,30 @@
 //! hundred connections from one address, without a token, kept the API's CPU busy and every
 //! other client waiting seconds.
 //!
-//! So every byte read from a connection is charged to its networks (an IPv4 /24 and the /16
-//! around it, an IPv6 /48 and its /32: [`LEVELS`]), and given back when it turns out to be a
-//! request's head or a frame of its body ([`head_credit`]). A /24 may owe [`BURST`] bytes,
-//! refilled at [`RATE`] a second, its /16 four times as much; while either owes more, none of
-//! the network's connections is read, so a flood slows to that rate however many connections
-//! or addresses carry it. A request answered `429` is charged again, a kilobyte at least, so a
-//! client pipelining requests past its rate is paced too, instead of being answered as fast
-//! as it sends. A connection gives back no more than it sent.
-//! Trusted proxies' connections are not paced: they carry everyone's requests.
+//! So every byte read from a connection is charged to its address, its networks (an IPv4 /24
+//! and the /16 around it, an IPv6 /48 and its /32) and the API as a whole ([`LEVELS`]), and
+//! given back when it turns out to be a request's head or a frame of its body
+//! ([`head_credit`]). A /24 may owe [`BURST`](bucket::BURST) bytes, refilled at [`RATE`](bucket::RATE) a second, its /16
+//! four times as much, and all networks together sixteen times the pace and eight times the
+//! burst; while one of them owes more, the connections under it are not read, so a flood
+//! slows to that pace however many connections, addresses or networks carry it.
+//!
+//! A level that owes is not everyone's wait, though: a connection whose address and networks
+//! below that level owe almost nothing (a client that sends requests, whose bytes are given
+//! back) may still read from the level's reserve ([`bucket`]). A flooding neighbour then holds
+//! back its own address, not the other clients of its /24, and networks that flood hold back
+//! themselves, not the networks that do not.
+//!
+//! A request answered `429` is charged again, a kilobyte at least, so a client pipelining
+//! requests past its rate is paced too, instead of being answered as fast as it sends. A
+//! connection gives back no more than it sent. Trusted proxies' connections are not paced:
+//! they carry everyone's requests.
 //!
 //! The bucket is written here rather than taken from `governor` (the request rate's limiter),
 //! which cannot give back what it has counted.
 
 use crate::metrics;
+use bucket::{Bucket, Level, IN_GOOD_STANDING, LEVELS};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -29,38 +39,6 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
-
-/// Bytes a second a network may send besides requests: a browser's control frames and
-/// window updates are a few kilobytes a minute.
-const RATE: f64 = 64.0 * 1024.0;
-/// What a network may send besides requests before it is paced: room, too, for what HTTP/2
-/// reads ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
-const BURST: f64 = 4.0 * 1024.0 * 1024.0;
-
-/// A size of network whose connections share a bucket: an IPv4 /24 (IPv6 /48), and the /16
-/// (/32) around it, as the connections are counted, so that one party's 256 /24s share four
-/// times one /24's pace, not 256 times.
-struct Level {
-    v4: u8,
-    v6: u8,
-    rate: f64,
-    burst: f64,
-}
-
-const LEVELS: [Level; 2] = [
-    Level {
-        v4: 24,
-        v6: 48,
-        rate: RATE,
-        burst: BURST,
-    },
-    Level {
-        v4: 16,
-        v6: 32,
-        rate: 4.0 * RATE,
-        burst: 4.0 * BURST,
-    },
-];
 
 /// The longest a paced read waits before it looks at its networks' buckets again.
 const LONGEST_WAIT: Duration = Duration::from_millis(250);
@@ -82,18 +60,6 @@ struct Buckets {
     prune_at: usize,
 }
 
-/// What a network may still send besides requests, as of `at`.
-struct Bucket {
-    left: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn refilled(&self, level: &Level, now: Instant) -> f64 {
-        self.left + level.rate * now.duration_since(self.at).as_secs_f64()
-    }
-}
-
 impl ReadPacing {
     pub fn new() -> Arc<ReadPacing> {
         Arc::new(ReadPacing::default())
@@ -104,7 +70,7 @@ impl ReadPacing {
         let networks = LEVELS
             .iter()
             .enumerate()
-            .map(|(index, level)| (index, texfleet_core::network::of(peer, level.v4, level.v6)))
+            .map(|(index, level)| (index, network_of(peer, level)))
             .collect();
         Meter {
             pacing: (!trusted_proxy).then(|| self.clone()),
@@ -113,27 +79,39 @@ impl ReadPacing {
         }
     }
 
-    /// Adds `change` to what each of `networks` may still send and returns how long the one
-    /// that owes most must wait to owe nothing.
+    /// Adds `change` to what each of `networks` may still send and returns how long the
+    /// connection must wait before it reads again.
     fn update(&self, networks: &[Network], change: f64) -> Duration {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
-        let mut wait = Duration::ZERO;
+        let mut wait: f64 = 0.0;
+        let mut in_good_standing = true;
         for network in networks {
             let level = &LEVELS[network.0];
-            let bucket = buckets.by_network.entry(*network).or_insert(Bucket {
-                left: level.burst,
-                at: now,
-            });
-            bucket.left = (bucket.refilled(level, now) + change).min(level.burst);
-            bucket.at = now;
-            if bucket.left < 0.0 {
-                wait = wait.max(Duration::from_secs_f64(-bucket.left / level.rate));
+            let bucket = buckets
+                .by_network
+                .entry(*network)
+                .or_insert_with(|| Bucket::full(level, now));
+            bucket.refill(level, now);
+            // Standing as it was when the connection was let read.
+            let owed = bucket.owes(level);
+            bucket.change(level, change, in_good_standing);
+            if level.paces {
+                wait = wait.max(bucket.wait(level, in_good_standing));
             }
+            in_good_standing &= owed <= IN_GOOD_STANDING;
         }
         buckets.prune(now);
-        wait
+        Duration::from_secs_f64(wait)
     }
+}
+
+/// The network of `peer` at `level`; all addresses, IPv4 and IPv6, at the widest.
+fn network_of(peer: IpAddr, level: &Level) -> IpAddr {
+    if level.v4 == 0 {
+        return IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+    }
+    texfleet_core::network::of(peer, level.v4, level.v6)
 }
 
 impl Buckets {
@@ -145,7 +123,8 @@ impl Buckets {
         }
         self.by_network.retain(|(level, _), bucket| {
             let level = &LEVELS[*level];
-            bucket.refilled(level, now) < level.burst
+            bucket.refill(level, now);
+            !bucket.is_full(level)
         });
         self.prune_at = 2 * self.by_network.len();
     }
@@ -328,5 +307,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Paced<S> {
     }
 }
 
+mod bucket;
 #[cfg(test)]
 mod tests;

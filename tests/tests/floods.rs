@@ -61,23 +61,32 @@ async fn control_frame_flood(
     (flood, answered)
 }
 
+/// How many of a /24's burst and pace a flood may be read at: its networks' and, while its
+/// parts are in good standing, their reserves (a quarter of each).
+struct Bound {
+    bursts: f64,
+    paces: f64,
+}
+
 /// The most the API may have answered to a flood of [`control_frames`] over `connections`
-/// connections since `started`, having read at most `times` a /24's burst and pace, and a
-/// last read of each connection past them: a PING (17 bytes) for every 44 bytes, besides
-/// each connection's SETTINGS.
-fn answers_at_most(started: Instant, connections: usize, times: f64) -> f64 {
-    let read_at_most = times * (BURST + RATE * started.elapsed().as_secs_f64())
+/// connections since `started`, having read at most what `bound` allows, and a last read of
+/// each connection past it: a PING (17 bytes) for every 44 bytes, besides each connection's
+/// SETTINGS.
+fn answers_at_most(started: Instant, connections: usize, bound: Bound) -> f64 {
+    let read_at_most = bound.bursts * BURST
+        + bound.paces * RATE * started.elapsed().as_secs_f64()
         + connections as f64 * 16.0 * 1024.0;
     read_at_most * 17.0 / 44.0 + connections as f64 * 64.0
 }
 
 /// Floods the API with control frames from `from` over `connections` connections, and checks
-/// that the flood is paced, that another client is served `asks` times within a second each,
-/// and that the API answered no more than `times` a /24's burst and pace allow.
+/// that the flood is paced, that the client at `asking` is served `asks` times within a second
+/// each, and that the API answered no more than `bound` allows.
 async fn a_paced_flood_leaves_another_served(
     from: &[String],
     connections: usize,
-    times: f64,
+    bound: Bound,
+    asking: &str,
     asks: usize,
 ) {
     let app = TestApp::spawn_api_only(|_| {}).await;
@@ -88,10 +97,10 @@ async fn a_paced_flood_leaves_another_served(
     })
     .await;
     for _ in 0..asks {
-        served_within(&app, "127.0.0.2", Duration::from_secs(1)).await;
+        served_within(&app, asking, Duration::from_secs(1)).await;
     }
     let answered = answered.load(Ordering::Relaxed) as f64;
-    let at_most = answers_at_most(started, connections, times);
+    let at_most = answers_at_most(started, connections, bound);
     assert!(
         answered <= at_most,
         "the API answered {answered} bytes of a flood, where it should have answered at most {at_most}"
@@ -99,11 +108,22 @@ async fn a_paced_flood_leaves_another_served(
     drop(flood);
 }
 
+/// A /24's burst and pace, all one address may use when it is its network's only one.
+const ONE_24: Bound = Bound {
+    bursts: 1.0,
+    paces: 1.0,
+};
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served() {
     // Every connection one address may hold (`max_connections_per_address`), from a network
     // of its own.
-    a_paced_flood_leaves_another_served(&["127.0.1.1".into()], 128, 1.0, 5).await;
+    a_paced_flood_leaves_another_served(&["127.0.1.1".into()], 128, ONE_24, "127.0.0.2", 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_http2_control_frames_leaves_the_neighbours_in_its_24_served() {
+    a_paced_flood_leaves_another_served(&["127.0.6.1".into()], 128, ONE_24, "127.0.6.2", 5).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -111,8 +131,26 @@ async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one(
     let addresses: Vec<String> = (0..64)
         .map(|network| format!("127.5.{network}.1"))
         .collect();
-    // The /16's bucket: four times a /24's.
-    a_paced_flood_leaves_another_served(&addresses, 256, 4.0, 1).await;
+    // The /16's bucket (four times a /24's) and its reserve.
+    let bound = Bound {
+        bursts: 5.0,
+        paces: 5.0,
+    };
+    a_paced_flood_leaves_another_served(&addresses, 256, bound, "127.0.0.2", 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_http2_control_frames_from_many_16s_is_paced_as_all_and_leaves_another_served(
+) {
+    let addresses: Vec<String> = (0..64)
+        .map(|address| format!("127.{}.{}.1", 16 + address / 4, address % 4))
+        .collect();
+    // The API's bucket (eight times a /24's burst, sixteen times its pace) and its reserve.
+    let bound = Bound {
+        bursts: 10.0,
+        paces: 20.0,
+    };
+    a_paced_flood_leaves_another_served(&addresses, 256, bound, "127.0.0.2", 3).await;
 }
 
 /// Answers in `received` (with the end of the previous chunk before it) that start with

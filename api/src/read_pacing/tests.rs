@@ -1,3 +1,4 @@
+use super::bucket::BURST;
 use super::*;
 
 #[tokio::test(start_paused = true)]
@@ -14,14 +15,39 @@ async fn a_network_owing_its_burst_waits_and_requests_cost_it_nothing() {
     assert_eq!(flooding.wait(), None);
     flooding.read(BURST as usize + 32 * 1024);
     assert_eq!(flooding.wait(), Some(Duration::from_millis(250)));
-    assert!(neighbour.wait().is_some(), "one network, one bucket");
     assert_eq!(other.wait(), None);
     tokio::time::advance(Duration::from_millis(500)).await;
     assert_eq!(flooding.wait(), None, "refilled at 64 KiB a second");
     let proxy = pacing.meter("192.0.2.9".parse().unwrap(), true);
     proxy.read(100 * BURST as usize);
     assert_eq!(proxy.wait(), None);
-    assert!(neighbour.wait().is_none());
+    assert_eq!(neighbour.wait(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touches() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let neighbour = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    let spread = pacing.meter("192.0.2.9".parse().unwrap(), false);
+    let clean = pacing.meter("192.0.2.10".parse().unwrap(), false);
+    // The flood's last reads take its /24 far below nothing.
+    flooding.read(2 * BURST as usize);
+    assert!(flooding.wait().is_some());
+    // A neighbour that sends requests is read at once, however often.
+    for _ in 0..1000 {
+        assert_eq!(neighbour.wait(), None, "the neighbour is read");
+        neighbour.read(4096);
+        neighbour.give_back(4096);
+    }
+    assert!(flooding.wait().is_some(), "requests give back to the reserve first");
+    // Clean addresses that flood spend the reserve (a quarter of the burst), then wait too.
+    spread.read(BURST as usize / 4 + 1);
+    assert!(spread.wait().is_some());
+    assert!(clean.wait().is_some(), "the reserve is spent");
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert_eq!(clean.wait(), None, "the reserve refills");
+    assert!(flooding.wait().is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -35,11 +61,42 @@ async fn the_24s_of_one_16_share_its_bucket_too() {
         assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
     }
     meters[4].read(1024);
-    assert!(meters.iter().all(|meter| meter.wait().is_some()));
+    assert!(meters[..4].iter().all(|meter| meter.wait().is_some()));
+    // A /24 in good standing reads from the /16's reserve until it is spent.
+    assert_eq!(meters[5].wait(), None);
+    meters[5].read(BURST as usize + 1);
+    assert!(meters[5].wait().is_some());
+    assert!(meters[6].wait().is_some());
     assert_eq!(
         pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
         None
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read() {
+    let pacing = ReadPacing::new();
+    let meters: Vec<Meter> = (0..24)
+        .map(|network| pacing.meter(IpAddr::V4([10, network, 0, 1].into()), false))
+        .collect();
+    // Eight /16s spend the API's burst, with a /24's burst each, and one of them more.
+    for meter in &meters[..8] {
+        meter.read(BURST as usize);
+        assert_eq!(meter.wait(), None, "within its /24's, its /16's and the API's burst");
+    }
+    meters[0].read(4 * BURST as usize);
+    assert!(meters[..8].iter().all(|meter| meter.wait().is_some()));
+    // Networks in good standing read from the API's reserve, two /24s' burst, until it is
+    // spent; then everyone waits.
+    assert_eq!(meters[8].wait(), None);
+    for meter in &meters[8..16] {
+        meter.read(BURST as usize / 4);
+    }
+    meters[16].read(1);
+    assert!(meters.iter().all(|meter| meter.wait().is_some()));
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert_eq!(meters[17].wait(), None, "the API's reserve refills");
+    assert!(meters[..16].iter().all(|meter| meter.wait().is_some()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -105,12 +162,13 @@ fn an_http2_head_gives_back_little_however_long_it_decodes() {
 #[tokio::test(start_paused = true)]
 async fn refilled_buckets_are_dropped() {
     let pacing = ReadPacing::new();
-    // 1,018 /24s of four /16s, then a /24 and its /16: 1,024 buckets.
-    for host in 1..=1018 {
+    // 509 addresses in /24s of two /16s, and the bucket of all: 1,021 buckets; then an
+    // address, its /24 and its /16: 1,024.
+    for host in 1..=509 {
         let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
         pacing.meter(peer, false).read(1);
     }
     tokio::time::advance(Duration::from_secs(1)).await;
     pacing.meter("198.51.100.1".parse().unwrap(), false).read(1);
-    assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 2);
+    assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 4);
 }
