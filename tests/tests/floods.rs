@@ -140,8 +140,7 @@ async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_flood_of_http2_control_frames_from_many_16s_is_paced_as_all_and_leaves_another_served(
-) {
+async fn a_flood_of_http2_control_frames_from_many_16s_is_paced_as_all_and_leaves_another_served() {
     let addresses: Vec<String> = (0..64)
         .map(|address| format!("127.{}.{}.1", 16 + address / 4, address % 4))
         .collect();

@@ -40,7 +40,10 @@ async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touch
         neighbour.read(4096);
         neighbour.give_back(4096);
     }
-    assert!(flooding.wait().is_some(), "requests give back to the reserve first");
+    assert!(
+        flooding.wait().is_some(),
+        "requests give back to the reserve first"
+    );
     // Clean addresses that flood spend the reserve (a quarter of the burst), then wait too.
     spread.read(BURST as usize / 4 + 1);
     assert!(spread.wait().is_some());
@@ -82,7 +85,11 @@ async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read
     // Eight /16s spend the API's burst, with a /24's burst each, and one of them more.
     for meter in &meters[..8] {
         meter.read(BURST as usize);
-        assert_eq!(meter.wait(), None, "within its /24's, its /16's and the API's burst");
+        assert_eq!(
+            meter.wait(),
+            None,
+            "within its /24's, its /16's and the API's burst"
+        );
     }
     meters[0].read(4 * BURST as usize);
     assert!(meters[..8].iter().all(|meter| meter.wait().is_some()));
