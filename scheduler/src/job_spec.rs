@@ -5,7 +5,7 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::time::Duration;
-use texfleet_core::model::ClaimedJob;
+use texfleet_core::model::{ClaimedJob, Engine};
 use texfleet_core::Config;
 use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES};
 
@@ -16,7 +16,7 @@ const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
 pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
     JobSpec {
         nonce: format!("{:032x}", rand::random::<u128>()),
-        engine: job.engine.as_str().to_string(),
+        engine: sandbox_engine(job.engine),
         halt_on_error: job.halt_on_error,
         timeout_seconds: job.timeout_seconds,
         max_pdf_bytes: config.max_pdf_bytes as u64,
@@ -34,6 +34,15 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
             .collect(),
         preamble: Default::default(),
         previous: Default::default(),
+    }
+}
+
+/// The job's engine as the spec names it.
+fn sandbox_engine(engine: Engine) -> texfleet_sandbox::Engine {
+    match engine {
+        Engine::Pdflatex => texfleet_sandbox::Engine::Pdflatex,
+        Engine::Xelatex => texfleet_sandbox::Engine::Xelatex,
+        Engine::Lualatex => texfleet_sandbox::Engine::Lualatex,
     }
 }
 

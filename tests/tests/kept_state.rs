@@ -130,9 +130,7 @@ async fn a_compile_that_ends_after_one_from_nothing_leaves_its_state_as_that_one
         running["status"], "Running",
         "the order this test needs: {running:#}"
     );
-    let slow = app
-        .wait_terminal(id, Duration::from_secs(60))
-        .await;
+    let slow = app.wait_terminal(id, Duration::from_secs(60)).await;
     assert_eq!(slow["incremental"], true, "{slow:#}");
     assert!(succeeded_text(&app, &slow).await.contains("Slow."));
 

@@ -55,13 +55,31 @@ pub const SUPERVISOR_UID: u32 = 65100;
 /// Every process of the compile runs as this uid (and gid), without capabilities.
 pub const COMPILE_UID: u32 = 65101;
 
+/// The TeX engines, by the names the API and the job spec give them.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Pdflatex,
+    Xelatex,
+    Lualatex,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobSpec {
     /// A secret of this run that the report must carry back. The supervisor keeps it and the
     /// compile never sees it, so a report forged by the compile cannot carry it.
     pub nonce: String,
-    /// `pdflatex`, `xelatex` or `lualatex`.
-    pub engine: String,
+    pub engine: Engine,
     pub halt_on_error: bool,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
@@ -268,10 +286,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn engines_are_named_as_the_api_names_them() {
+        for (name, engine) in [
+            ("pdflatex", Engine::Pdflatex),
+            ("xelatex", Engine::Xelatex),
+            ("lualatex", Engine::Lualatex),
+        ] {
+            let quoted = format!("\"{name}\"");
+            assert_eq!(serde_json::from_str::<Engine>(&quoted).unwrap(), engine);
+            assert_eq!(serde_json::to_string(&engine).unwrap(), quoted);
+            assert_eq!(engine.name(), name);
+        }
+        assert!(serde_json::from_str::<Engine>("\"PdfLaTeX\"").is_err());
+        assert!(serde_json::from_str::<Engine>("\"tex\"").is_err());
+    }
+
+    #[test]
     fn a_job_input_carries_the_spec_then_the_raw_format() {
         let spec = JobSpec {
             nonce: "n".into(),
-            engine: "pdflatex".into(),
+            engine: Engine::Pdflatex,
             halt_on_error: false,
             timeout_seconds: 1,
             max_pdf_bytes: 1,

@@ -16,7 +16,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 use std::fs;
 use std::io::{self, Read};
-use texfleet_sandbox::{Check, CheckSpec, JobSpec, SUPERVISOR_UID};
+use texfleet_sandbox::{Check, CheckSpec, Engine, JobSpec, SUPERVISOR_UID};
 
 /// Collects named checks.
 #[derive(Default)]
@@ -89,7 +89,7 @@ pub fn run() -> io::Result<()> {
 fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
     let job = JobSpec {
         nonce: String::new(),
-        engine: String::new(),
+        engine: Engine::default(),
         halt_on_error: false,
         timeout_seconds: COMPILE_SIDE_TIMEOUT,
         max_pdf_bytes: 1 << 20,

@@ -19,23 +19,27 @@ use texfleet_sandbox::{shell_escape, JOB_NAME};
 const LUA_SANDBOX: &str = "/usr/share/texfleet/luatex-sandbox.lua";
 const XDVIPDFMX: &str = "/usr/bin/xdvipdfmx";
 
-/// The engines by the names the job spec gives them (`pdflatex`, `xelatex`, `lualatex`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr)]
-#[strum(serialize_all = "lowercase")]
-pub enum Engine {
-    Pdflatex,
-    Xelatex,
-    Lualatex,
+pub use texfleet_sandbox::Engine;
+
+/// The programs of an engine's compile: its passes, its preamble's dump and XeTeX's last
+/// step.
+pub trait EnginePrograms {
+    fn pass(
+        self,
+        main: &str,
+        halt_on_error: bool,
+        format: Option<&str>,
+        environment: &[String],
+    ) -> Program;
+    fn dump(self, main: &str, environment: &[String]) -> Option<Program>;
+    fn pass_output(self) -> String;
+    fn finish(self, environment: &[String]) -> Option<Program>;
 }
 
-impl Engine {
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-
+impl EnginePrograms for Engine {
     /// One pass over `main` (a checked file name in the current folder), with the preamble
     /// format at the absolute path `format` when there is one.
-    pub fn pass(
+    fn pass(
         self,
         main: &str,
         halt_on_error: bool,
@@ -86,7 +90,7 @@ impl Engine {
     /// Dumps the preamble of `main` into `output.fmt` with mylatexformat, under the job's own
     /// name so that `\jobname` in the preamble means what it means in a pass. None for
     /// LuaTeX, whose formats cannot hold what luaotfload loads through Lua.
-    pub fn dump(self, main: &str, environment: &[String]) -> Option<Program> {
+    fn dump(self, main: &str, environment: &[String]) -> Option<Program> {
         let (path, format) = match self {
             Engine::Pdflatex => ("/usr/bin/pdflatex", "&pdflatex"),
             Engine::Xelatex => ("/usr/bin/xelatex", "&xelatex"),
@@ -112,7 +116,7 @@ impl Engine {
     }
 
     /// What a pass writes: the PDF, or for XeTeX the `.xdv` that [`Engine::finish`] converts.
-    pub fn pass_output(self) -> String {
+    fn pass_output(self) -> String {
         match self {
             Engine::Xelatex => format!("{JOB_NAME}.xdv"),
             _ => format!("{JOB_NAME}.pdf"),
@@ -120,7 +124,7 @@ impl Engine {
     }
 
     /// The step after the last pass, if the engine needs one.
-    pub fn finish(self, environment: &[String]) -> Option<Program> {
+    fn finish(self, environment: &[String]) -> Option<Program> {
         let xdv = format!("{JOB_NAME}.xdv");
         let pdf = format!("{JOB_NAME}.pdf");
         (self == Engine::Xelatex).then(|| {
@@ -138,20 +142,6 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn engines_are_named_as_the_job_spec_names_them() {
-        for (name, engine) in [
-            ("pdflatex", Engine::Pdflatex),
-            ("xelatex", Engine::Xelatex),
-            ("lualatex", Engine::Lualatex),
-        ] {
-            assert_eq!(name.parse::<Engine>().unwrap(), engine);
-            assert_eq!(engine.name(), name);
-        }
-        assert!("PdfLaTeX".parse::<Engine>().is_err());
-        assert!("tex".parse::<Engine>().is_err());
-    }
 
     #[test]
     fn every_engine_runs_with_restricted_shell_escape_under_its_fixed_job_name() {

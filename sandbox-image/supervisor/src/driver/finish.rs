@@ -2,7 +2,7 @@
 //! only that step may write the PDF, so a file of that name the document wrote goes first, and
 //! without the passes' output there is no PDF.
 
-use super::engine::Engine;
+use super::engine::{Engine, EnginePrograms as _};
 use super::tools::Tools;
 use crate::process::Exit;
 use std::fs;

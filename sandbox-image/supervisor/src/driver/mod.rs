@@ -29,7 +29,7 @@ mod tools;
 use crate::confine;
 use crate::handover;
 use crate::process;
-use engine::Engine;
+use engine::{Engine, EnginePrograms as _};
 use landlock::RulesetStatus;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use passes::{compile, Format, Run};
@@ -85,10 +85,7 @@ pub fn run() -> io::Result<()> {
         .file_name()
         .and_then(|name| name.to_str())
         .ok_or_else(|| io::Error::other(format!("unsafe main document {:?}", spec.main)))?;
-    let engine: Engine = spec
-        .engine
-        .parse()
-        .map_err(|_| io::Error::other(format!("unknown engine {:?}", spec.engine)))?;
+    let engine = spec.engine;
     // The supervisor gave this process exactly the compile's environment.
     let environment = process::inherited_environment();
     let mut tools = Tools::new(environment.clone());

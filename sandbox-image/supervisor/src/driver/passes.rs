@@ -3,7 +3,7 @@
 //! generated file it read changed during it, when a file it looked for and missed now exists,
 //! when the log asks for it, or when a tool changed what the next pass reads ([`files`]).
 
-use super::engine::Engine;
+use super::engine::{Engine, EnginePrograms as _};
 use super::tex_live::TexLive;
 use super::tools::{self, Tools};
 use super::{

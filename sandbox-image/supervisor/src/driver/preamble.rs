@@ -16,7 +16,7 @@
 //! is kept, the PDF of its pass is the compile's: byte for byte what a later compile that
 //! loads it writes.)
 
-use super::engine::Engine;
+use super::engine::{Engine, EnginePrograms as _};
 use super::eps;
 use super::files;
 use super::finish;
