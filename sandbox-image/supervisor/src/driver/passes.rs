@@ -37,102 +37,61 @@ pub fn compile(
         restored,
         cpu_seconds,
     } = run;
-    let environment = tools.environment.clone();
-    let run_started = std::time::Instant::now();
-    let from_restored = !restored.is_empty();
+    let shared = Shared {
+        engine,
+        main,
+        folder,
+        halt_on_error,
+        budget: Budget {
+            cpu_seconds,
+            from_restored: !restored.is_empty(),
+            started: std::time::Instant::now(),
+        },
+    };
     // Every file a pass wrote, so that the next pass can tell whether it changed.
     let mut generated: Vec<PathBuf> = restored;
     let mut ended_well = false;
     let mut tex_live = TexLive::for_engine(engine);
-    let mut pass = 0;
-    while pass < MAX_PASSES {
-        pass += 1;
-        if STOP.load(Ordering::SeqCst) {
-            return false;
-        }
-        if format
-            .path
-            .as_ref()
-            .is_some_and(|path| !preamble::holds(Path::new(path), &format.content))
-        {
-            tools.trace.push(
-                "texfleet: the compile rewrote the project's preamble format; the passes go on without it"
-                    .into(),
-            );
-            format.path = None;
-        }
-        let before = fingerprints::fingerprints(&generated);
-        // A pass that writes no output must not leave the last one's behind.
-        let _ = fs::remove_file(engine.pass_output());
-        let environment = tex_live.environment(&environment);
-        let program = engine.pass(main, halt_on_error, format.path.as_deref(), &environment);
-        let started = std::time::Instant::now();
-        // What is left of the run's budget bounds this pass.
-        let budgeted = cpu_seconds.filter(|_| from_restored || format.path.is_some());
-        let left = budgeted.map(|total| total.saturating_sub(run_started.elapsed().as_secs()));
-        if left == Some(0) {
-            tools.trace.push(
-                "texfleet: the passes from the last compile's files or format ran out of their time"
-                    .into(),
-            );
-            return false;
-        }
-        let limits: Vec<_> = left
-            .map(|left| (Resource::RLIMIT_CPU, left))
-            .into_iter()
-            .collect();
-        let ran = process::run(&program, None, &limits);
-        let took = started.elapsed().as_millis();
-        process::end_strays();
-        let exit = match ran {
-            Ok(exit) => exit,
-            Err(error) => {
-                tools.trace.push(format!("texfleet: pass {pass}: {error}"));
+    for pass in 1..=MAX_PASSES {
+        let mut without_format = false;
+        // A pass that failed for want of the complete TeX Live, or with the format, is tried
+        // again at once, and counts once.
+        let done = loop {
+            let Some(done) = try_pass(tools, &shared, format, &generated, tex_live, pass) else {
                 return false;
+            };
+            if !done.exit.success() && tex_live == TexLive::Common && TexLive::lacked(&done.log) {
+                tools.trace.push(format!(
+                    "texfleet: pass {pass} needed the complete TeX Live; again with it"
+                ));
+                tex_live = TexLive::Complete;
+            } else if format.path.is_some() && !done.exit.success() {
+                tools.trace.push(format!(
+                    "texfleet: pass {pass} failed with the project's preamble format; again without it"
+                ));
+                format.path = None;
+                without_format = true;
+            } else {
+                break done;
             }
         };
-        tools.trace.push(format!(
-            "texfleet: {} pass {pass} ({}, {took} ms)",
-            engine.name(),
-            tools::describe(exit)
-        ));
-        let recorded = recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
-        let log = fs::read(LOG_FILE).unwrap_or_default();
-        let log = String::from_utf8_lossy(&log);
-        tools.note_shell_escapes();
-        if !exit.success() && tex_live == TexLive::Common && TexLive::lacked(&log) {
-            tools.trace.push(format!(
-                "texfleet: pass {pass} needed the complete TeX Live; again with it"
-            ));
-            tex_live = TexLive::Complete;
-            pass -= 1;
-            continue;
-        }
-        if format.path.is_some() && !exit.success() {
-            tools.trace.push(format!(
-                "texfleet: pass {pass} failed with the project's preamble format; again without it"
-            ));
-            format.path = None;
-            format.retried = true;
-            pass -= 1;
-            continue;
-        }
         // Failing with the format and not without it, the format is at fault.
-        format.blamed |= std::mem::take(&mut format.retried) && exit.success();
-        ended_well = exit.success() && !STOP.load(Ordering::SeqCst);
-        let failed = halt_on_error && !exit.success();
+        format.blamed |= without_format && done.exit.success();
+        ended_well = done.exit.success() && !STOP.load(Ordering::SeqCst);
+        let failed = halt_on_error && !done.exit.success();
         if STOP.load(Ordering::SeqCst) || failed || !Path::new(&engine.pass_output()).exists() {
             return ended_well;
         }
+        let recorded = done.recorded;
         let tools_changed = bibliography::run(tools, &recorded)
-            | indexes::run(tools, &recorded, &log)
+            | indexes::run(tools, &recorded, &done.log)
             | glossaries::run(tools)
             | bib2gls::run(tools);
-        let read_changed = changed_during_pass(&recorded.inputs, &before);
-        let appeared = reruns::missing_then_present(&log)
+        let read_changed = changed_during_pass(&recorded.inputs, &done.before);
+        let appeared = reruns::missing_then_present(&done.log)
             .iter()
             .any(|path| !is_trivial_aux(path));
-        if !(tools_changed || read_changed || appeared || reruns::log_asks_for_rerun(&log)) {
+        if !(tools_changed || read_changed || appeared || reruns::log_asks_for_rerun(&done.log)) {
             return ended_well;
         }
         for output in recorded.outputs {
@@ -147,6 +106,119 @@ pub fn compile(
     ended_well
 }
 
+/// What every pass of a run shares.
+struct Shared<'a> {
+    engine: Engine,
+    main: &'a str,
+    folder: &'a Path,
+    halt_on_error: bool,
+    budget: Budget,
+}
+
+/// The CPU seconds the passes of a run from the last compile's files or format may take
+/// together.
+struct Budget {
+    cpu_seconds: Option<u64>,
+    from_restored: bool,
+    started: std::time::Instant,
+}
+
+impl Budget {
+    /// What is left of it for the next pass, `None` when it does not bound the pass.
+    fn left(&self, with_format: bool) -> Option<u64> {
+        let total = self
+            .cpu_seconds
+            .filter(|_| self.from_restored || with_format)?;
+        Some(total.saturating_sub(self.started.elapsed().as_secs()))
+    }
+}
+
+/// A pass that ran to its end, and what it read and wrote.
+struct Done {
+    exit: process::Exit,
+    recorded: recorder::Recorded,
+    log: String,
+    /// The fingerprints of the generated files before it.
+    before: BTreeMap<PathBuf, Option<u64>>,
+}
+
+/// Runs pass `pass` once; `None` when the compile must stop (stopped, out of its budget, or
+/// the engine could not run).
+fn try_pass(
+    tools: &mut Tools,
+    shared: &Shared,
+    format: &mut Format,
+    generated: &[PathBuf],
+    tex_live: TexLive,
+    pass: usize,
+) -> Option<Done> {
+    let engine = shared.engine;
+    if STOP.load(Ordering::SeqCst) {
+        return None;
+    }
+    if format
+        .path
+        .as_ref()
+        .is_some_and(|path| !preamble::holds(Path::new(path), &format.content))
+    {
+        tools.trace.push(
+            "texfleet: the compile rewrote the project's preamble format; the passes go on without it"
+                .into(),
+        );
+        format.path = None;
+    }
+    let before = fingerprints::fingerprints(generated);
+    // A pass that writes no output must not leave the last one's behind.
+    let _ = fs::remove_file(engine.pass_output());
+    let environment = tex_live.environment(&tools.environment);
+    let program = engine.pass(
+        shared.main,
+        shared.halt_on_error,
+        format.path.as_deref(),
+        &environment,
+    );
+    let started = std::time::Instant::now();
+    // What is left of the run's budget bounds this pass.
+    let left = shared.budget.left(format.path.is_some());
+    if left == Some(0) {
+        tools.trace.push(
+            "texfleet: the passes from the last compile's files or format ran out of their time"
+                .into(),
+        );
+        return None;
+    }
+    let limits: Vec<_> = left
+        .map(|left| (Resource::RLIMIT_CPU, left))
+        .into_iter()
+        .collect();
+    let ran = process::run(&program, None, &limits);
+    let took = started.elapsed().as_millis();
+    process::end_strays();
+    let exit = match ran {
+        Ok(exit) => exit,
+        Err(error) => {
+            tools.trace.push(format!("texfleet: pass {pass}: {error}"));
+            return None;
+        }
+    };
+    tools.trace.push(format!(
+        "texfleet: {} pass {pass} ({}, {took} ms)",
+        engine.name(),
+        tools::describe(exit)
+    ));
+    let recorded =
+        recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), shared.folder);
+    let log = fs::read(LOG_FILE).unwrap_or_default();
+    let log = String::from_utf8_lossy(&log).into_owned();
+    tools.note_shell_escapes();
+    Some(Done {
+        exit,
+        recorded,
+        log,
+        before,
+    })
+}
+
 /// The preamble format a compile loads, and what became of it.
 #[derive(Default)]
 pub struct Format {
@@ -154,8 +226,6 @@ pub struct Format {
     pub path: Option<String>,
     /// What the scheduler gave, which the file must still hold when a pass loads it.
     pub content: Vec<u8>,
-    /// The last pass failed with it and runs again without it.
-    pub retried: bool,
     /// A pass failed with it and succeeded without it: the format is not to be used again.
     pub blamed: bool,
 }
