@@ -129,53 +129,20 @@ pub fn run() -> io::Result<()> {
             "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
                 .into(),
         );
-        // The passes may have rewritten sources, converted figures, caches and the format:
-        // all are made again. What cannot be cleared fails the compile.
-        match state::forget(&mut tools).and_then(|()| lay_out(&mut tools, &spec, engine, &folder)) {
-            // Without the format too: it may be what failed (the scheduler then drops it).
-            Ok(()) => {
-                format.path = None;
-                succeeded = passes(&mut tools, &mut format, Vec::new(), None);
-            }
-            Err(error) => {
-                tools.trace.push(format!(
-                    "texfleet: the compile left what cannot be cleared ({error}); it ends here"
-                ));
-                // Where the supervisor takes the log from, without the first run's outputs
-                // (xdvipdfmx would make a PDF of its .xdv).
-                fs::create_dir_all(&folder)?;
-                std::env::set_current_dir(&folder)?;
-                let _ = fs::remove_file(PDF_FILE);
-                let _ = fs::remove_file(engine.pass_output());
-            }
-        }
+        format.path = None;
+        succeeded = again_from_nothing(&mut tools, &spec, engine, &folder, |tools| {
+            passes(tools, &mut format, Vec::new(), None)
+        })?;
     }
     succeeded &= finish::finish(&mut tools, engine);
-    let sources: Vec<String> = spec.files.iter().map(|file| file.path.clone()).collect();
-    // The dump and its check take about two passes: a compile that used half of its time
-    // would risk its timeout for what only speeds up the next one.
-    let time_left = started.elapsed().as_secs() * 2 < u64::from(spec.timeout_seconds);
-    if spec.preamble == Preamble::Dump && succeeded && !time_left {
-        tools.skip("keeping the preamble as a format: half of the timeout is spent".into());
-    }
-    let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded && time_left {
-        true => {
-            let halt = spec.halt_on_error;
-            let (dump, format) = preamble::dump(
-                &mut tools,
-                engine,
-                main_name,
-                main_folder,
-                &spec.files,
-                halt,
-            );
-            (Some(dump), format)
-        }
+    let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded {
+        true => dump_in_time(&mut tools, &spec, engine, main_name, started),
         false => (None, Vec::new()),
     };
-    let sources_here: Vec<PathBuf> = sources
+    let sources_here: Vec<PathBuf> = spec
+        .files
         .iter()
-        .filter_map(|path| Path::new(path).strip_prefix(main_folder).ok())
+        .filter_map(|file| Path::new(&file.path).strip_prefix(main_folder).ok())
         .map(Path::to_path_buf)
         .collect();
     let driver_state = DriverState {
@@ -204,6 +171,60 @@ pub fn run() -> io::Result<()> {
         std::process::exit(ENGINE_FAILED);
     }
     Ok(())
+}
+
+/// Keeps the preamble as a format, unless half of the timeout is spent: the dump and its check
+/// take about two passes, and would risk the compile's timeout for what only speeds up the
+/// next one.
+fn dump_in_time(
+    tools: &mut Tools,
+    spec: &JobSpec,
+    engine: Engine,
+    main_name: &str,
+    started: std::time::Instant,
+) -> (Option<Dump>, Vec<u8>) {
+    if started.elapsed().as_secs() * 2 >= u64::from(spec.timeout_seconds) {
+        tools.skip("keeping the preamble as a format: half of the timeout is spent".into());
+        return (None, Vec::new());
+    }
+    let main_folder = Path::new(&spec.main).parent().unwrap_or(Path::new(""));
+    let (dump, format) = preamble::dump(
+        tools,
+        engine,
+        main_name,
+        main_folder,
+        &spec.files,
+        spec.halt_on_error,
+    );
+    (Some(dump), format)
+}
+
+/// Clears what the passes from the last compile's files made and runs `passes` again from the
+/// sources as sent: true when they end well. The passes may have rewritten sources, converted
+/// figures, caches and the format: all are made again (without the format, which may be what
+/// failed: the scheduler then drops it). What cannot be cleared fails the compile.
+fn again_from_nothing(
+    tools: &mut Tools,
+    spec: &JobSpec,
+    engine: Engine,
+    folder: &Path,
+    passes: impl FnOnce(&mut Tools) -> bool,
+) -> io::Result<bool> {
+    match state::forget(tools).and_then(|()| lay_out(tools, spec, engine, folder)) {
+        Ok(()) => Ok(passes(tools)),
+        Err(error) => {
+            tools.trace.push(format!(
+                "texfleet: the compile left what cannot be cleared ({error}); it ends here"
+            ));
+            // Where the supervisor takes the log from, without the first run's outputs
+            // (xdvipdfmx would make a PDF of its .xdv).
+            fs::create_dir_all(folder)?;
+            std::env::set_current_dir(folder)?;
+            let _ = fs::remove_file(PDF_FILE);
+            let _ = fs::remove_file(engine.pass_output());
+            Ok(false)
+        }
+    }
 }
 
 /// Makes the job's files as the client sent them in the work directory, with the converted
