@@ -157,6 +157,7 @@ mod tests {
             "chapters/one.tex",
             "chapters/output.tex",
             "chapters/draft.tex",
+            "final/paper-v2.pdf",
         ] {
             write(path);
         }
@@ -164,7 +165,9 @@ mod tests {
         std::fs::write(dir.join(".env"), "SECRET=1").unwrap();
         std::os::unix::fs::symlink("/etc/hostname", dir.join("linked.tex")).unwrap();
         std::fs::write(dir.join("chapters/.gitignore"), "draft.tex\n").unwrap();
-        let sent: Vec<String> = collect(dir, &dir.join("paper.tex"), &[])
+        // `texfleet compile -o final/paper-v2.pdf`: the PDF it writes is never sent back.
+        let written = dir.join("final/paper-v2.pdf");
+        let sent: Vec<String> = collect(dir, &dir.join("paper.tex"), &[written])
             .unwrap()
             .into_iter()
             .map(|f| f.path)
