@@ -27,7 +27,7 @@
 //! which cannot give back what it has counted.
 
 use crate::metrics;
-use bucket::{Bucket, Level, IN_GOOD_STANDING, LEVELS};
+use bucket::{Admission, Bucket, Level, Standing, IN_GOOD_STANDING, LEVELS, RESERVE_READ};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -79,14 +79,17 @@ impl ReadPacing {
         }
     }
 
-    /// Adds `change` to what each of `networks` may still send and returns how long the
-    /// connection must wait before it reads again.
-    fn update(&self, networks: &[Network], change: f64) -> Duration {
+    /// Adds `change` to what each of `networks` may still send and tells whether the
+    /// connection may read again.
+    fn update(&self, networks: &[Network], change: f64) -> Verdict {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
-        let mut wait: f64 = 0.0;
-        let mut in_good_standing = true;
-        for network in networks {
+        let mut verdict = Verdict::default();
+        let mut standing = Standing {
+            good: true,
+            address_owes: 0.0,
+        };
+        for (index, network) in networks.iter().enumerate() {
             let level = &LEVELS[network.0];
             let bucket = buckets
                 .by_network
@@ -95,15 +98,32 @@ impl ReadPacing {
             bucket.refill(level, now);
             // Standing as it was when the connection was let read.
             let owed = bucket.owes(level);
-            bucket.change(level, change, in_good_standing);
-            if level.paces {
-                wait = wait.max(bucket.wait(level, in_good_standing));
+            if index == 0 {
+                standing.address_owes = owed;
             }
-            in_good_standing &= owed <= IN_GOOD_STANDING;
+            bucket.change(level, change, standing.good);
+            if level.paces {
+                match bucket.admit(level, standing) {
+                    Admission::Read => {}
+                    Admission::FromReserve => verdict.from_reserve = true,
+                    Admission::Wait(seconds) => {
+                        verdict.wait = verdict.wait.max(Duration::from_secs_f64(seconds));
+                    }
+                }
+            }
+            standing.good &= owed <= IN_GOOD_STANDING;
         }
         buckets.prune(now);
-        Duration::from_secs_f64(wait)
+        verdict
     }
+}
+
+/// Whether a connection may read: after `wait`, and, while it reads from a reserve, a little
+/// at a time.
+#[derive(Default)]
+struct Verdict {
+    wait: Duration,
+    from_reserve: bool,
 }
 
 /// The network of `peer` at `level`; all addresses, IPv4 and IPv6, at the widest.
@@ -190,10 +210,9 @@ impl Meter {
         }
     }
 
-    /// How long to wait before reading again, if a network owes more than its burst.
-    fn wait(&self) -> Option<Duration> {
-        let wait = self.pacing.as_ref()?.update(&self.networks, 0.0);
-        (!wait.is_zero()).then(|| wait.min(LONGEST_WAIT))
+    /// Whether the connection may read now, `None` when it is never paced.
+    fn admit(&self) -> Option<Verdict> {
+        Some(self.pacing.as_ref()?.update(&self.networks, 0.0))
     }
 }
 
@@ -256,22 +275,30 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        loop {
+        let from_reserve = loop {
             if let Some(waiting) = self.waiting.as_mut() {
                 ready!(waiting.as_mut().poll(cx));
                 self.waiting = None;
             }
-            match self.meter.wait() {
-                Some(wait) => {
-                    metrics::READS_PACED.inc();
-                    self.waiting = Some(Box::pin(tokio::time::sleep(wait)));
-                }
-                None => break,
+            let verdict = self.meter.admit().unwrap_or_default();
+            if verdict.wait.is_zero() {
+                break verdict.from_reserve;
             }
-        }
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
-        let read = buf.filled().len() - before;
+            metrics::READS_PACED.inc();
+            let wait = verdict.wait.min(LONGEST_WAIT);
+            self.waiting = Some(Box::pin(tokio::time::sleep(wait)));
+        };
+        let read = if from_reserve && buf.remaining() > RESERVE_READ {
+            let mut small = [0; RESERVE_READ];
+            let mut limited = ReadBuf::new(&mut small);
+            ready!(Pin::new(&mut self.inner).poll_read(cx, &mut limited))?;
+            buf.put_slice(limited.filled());
+            limited.filled().len()
+        } else {
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+            buf.filled().len() - before
+        };
         self.meter.read(read);
         Poll::Ready(Ok(()))
     }

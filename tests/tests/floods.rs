@@ -30,12 +30,13 @@ fn control_frames() -> Vec<u8> {
 }
 
 /// Floods the API from the addresses `from` in turn with HTTP/2 control frames over
-/// `connections` connections,
-/// reading its answers: returns the tasks and the bytes answered so far.
+/// `connections` connections, as fast as it reads them or `pace` bytes a second each, reading
+/// its answers: returns the tasks and the bytes answered so far.
 async fn control_frame_flood(
     app: &TestApp,
     from: &[String],
     connections: usize,
+    pace: Option<f64>,
 ) -> (tokio::task::JoinSet<()>, Arc<AtomicU64>) {
     let address = address_of(app);
     let frames = control_frames();
@@ -55,7 +56,19 @@ async fn control_frame_flood(
         flood.spawn(async move {
             writing.write_all(PREFACE).await.ok();
             writing.write_all(EMPTY_SETTINGS).await.ok();
-            while writing.write_all(&frames).await.is_ok() {}
+            let Some(pace) = pace else {
+                while writing.write_all(&frames).await.is_ok() {}
+                return;
+            };
+            let chunk = &frames[..44 * 32];
+            let mut ticks =
+                tokio::time::interval(Duration::from_secs_f64(chunk.len() as f64 / pace));
+            loop {
+                ticks.tick().await;
+                if writing.write_all(chunk).await.is_err() {
+                    break;
+                }
+            }
         });
     }
     (flood, answered)
@@ -81,7 +94,7 @@ fn answers_at_most(started: Instant, connections: usize, bound: Bound) -> f64 {
 
 /// Floods the API with control frames from `from` over `connections` connections, and checks
 /// that the flood is paced, that the client at `asking` is served `asks` times within a second
-/// each, and that the API answered no more than `bound` allows.
+/// each (a quarter of a second apart), and that the API answered no more than `bound` allows.
 async fn a_paced_flood_leaves_another_served(
     from: &[String],
     connections: usize,
@@ -91,13 +104,15 @@ async fn a_paced_flood_leaves_another_served(
 ) {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let started = Instant::now();
-    let (flood, answered) = control_frame_flood(&app, from, connections).await;
+    let (flood, answered) = control_frame_flood(&app, from, connections, None).await;
     eventually(Duration::from_secs(10), "the flood is paced", || async {
         metric(&app, "texfleet_http_reads_paced_total").await > 0.0
     })
     .await;
+    // A client asking four times a second, as an editor polling a job does.
     for _ in 0..asks {
         served_within(&app, asking, Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let answered = answered.load(Ordering::Relaxed) as f64;
     let at_most = answers_at_most(started, connections, bound);
@@ -124,6 +139,25 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_leaves_the_neighbours_in_its_24_served() {
     a_paced_flood_leaves_another_served(&["127.0.6.1".into()], 128, ONE_24, "127.0.6.2", 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_from_addresses_that_each_send_a_little_leaves_the_neighbours_in_its_24_served() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    // One address spends the /24's bucket; eight more send 48 KiB a second each, over five
+    // connections, to draw on its reserve while owing little.
+    let (_dirty, _) = control_frame_flood(&app, &["127.0.7.1".into()], 4, None).await;
+    let spread: Vec<String> = (10..18).map(|host| format!("127.0.7.{host}")).collect();
+    let (_spread, _) = control_frame_flood(&app, &spread, 40, Some(48.0 * 1024.0 / 5.0)).await;
+    eventually(Duration::from_secs(10), "the flood is paced", || async {
+        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    // Eight seconds of a neighbour asking four times a second.
+    for _ in 0..32 {
+        served_within(&app, "127.0.7.200", Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

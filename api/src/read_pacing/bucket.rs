@@ -1,12 +1,16 @@
 //! What an address, a network or the whole API may still read besides requests, and who may
 //! read when it is spent.
 //!
-//! Each bucket has a reserve, a quarter of its burst refilled at a quarter of its pace, that
-//! only connections in good standing below it draw on once the bucket is spent: those whose
-//! address and narrower networks owe at most [`IN_GOOD_STANDING`]. A flood drives its buckets
-//! below nothing by its last reads (every connection that passed the check reads a chunk), but
-//! it never touches a reserve, so a neighbour that sends only requests is read at once, and a
-//! party spread over many clean addresses spends the reserve and then waits with everyone.
+//! Each bucket has a reserve, a quarter of its burst refilled at its pace, that only
+//! connections in good standing below it draw on once the bucket is spent: those whose address
+//! and narrower networks owe at most [`IN_GOOD_STANDING`]. An address's debt is forgiven
+//! slowly ([`FORGIVEN`] a second), so what it sent besides requests stays against it for
+//! minutes, while a client that sends requests owes nothing once they are read. Of the
+//! connections in good standing, the one whose address owes least reads first: an address
+//! owing `x` of its standing waits until the reserve holds that share of it. A flood never
+//! touches a reserve; a party spread over many fresh addresses gets one small read from it per
+//! address (a read from a reserve takes at most [`RESERVE_READ`] bytes) before each owes more
+//! than a client that only sends requests, and then reads after it.
 
 use tokio::time::Instant;
 
@@ -19,10 +23,14 @@ pub const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 
 /// What an address or network may owe and still be in good standing: a browser's control
 /// frames and a request's head not yet given back.
-pub const IN_GOOD_STANDING: f64 = 64.0 * 1024.0;
+pub const IN_GOOD_STANDING: f64 = 16.0 * 1024.0;
+/// Bytes a second of an address's debt forgiven: more than a browser's control frames.
+pub const FORGIVEN: f64 = 64.0;
+/// The most one read takes from a reserve.
+pub const RESERVE_READ: usize = 4096;
 
-/// A part of the clients whose connections share a bucket: an address, the IPv4 /24 (IPv6
-/// /48) around it, the /16 (/32) around that, as the connections are counted, and all of them
+/// A part of the clients whose connections share a bucket: an address (an IPv6 /64, as the
+/// API counts clients), the IPv4 /24 (IPv6 /48) around it, the /16 (/32) around that, as the connections are counted, and all of them
 /// (a prefix of 0), so that one party's 256 /24s share four times one /24's pace, not 256
 /// times, and a flood from many networks does not take the API's whole time either.
 pub struct Level {
@@ -31,15 +39,15 @@ pub struct Level {
     rate: f64,
     burst: f64,
     /// Whether a spent bucket of this level holds its connections back; an address's only
-    /// tells its standing, its /24 paces it.
+    /// tells its standing (and is forgiven slowly), its /24 paces it.
     pub paces: bool,
 }
 
 pub const LEVELS: [Level; 4] = [
     Level {
         v4: 32,
-        v6: 128,
-        rate: RATE,
+        v6: 64,
+        rate: FORGIVEN,
         burst: BURST,
         paces: false,
     },
@@ -92,7 +100,7 @@ impl Bucket {
     pub fn refill(&mut self, level: &Level, now: Instant) {
         let seconds = now.duration_since(self.at).as_secs_f64();
         self.left = (self.left + level.rate * seconds).min(level.burst);
-        self.reserve = (self.reserve + level.rate / 4.0 * seconds).min(level.reserve());
+        self.reserve = (self.reserve + level.rate * seconds).min(level.reserve());
         self.at = now;
     }
 
@@ -121,17 +129,37 @@ impl Bucket {
         self.left = (self.left + change).min(level.burst);
     }
 
-    /// Seconds a connection must wait before it reads again: until the bucket has something
-    /// left, or, in good standing, its reserve has.
-    pub fn wait(&self, level: &Level, in_good_standing: bool) -> f64 {
-        if self.left >= 0.0 || (in_good_standing && self.reserve >= 0.0) {
-            return 0.0;
+    /// Whether a connection standing so may read, from the bucket or its reserve, or how
+    /// many seconds it must wait.
+    pub fn admit(&self, level: &Level, standing: Standing) -> Admission {
+        if self.left >= 0.0 {
+            return Admission::Read;
         }
         let until_left = -self.left / level.rate;
-        if in_good_standing {
-            until_left.min(-self.reserve / (level.rate / 4.0))
-        } else {
-            until_left
+        if !standing.good {
+            return Admission::Wait(until_left);
         }
+        let needed = level.reserve() * standing.address_owes.max(0.0) / IN_GOOD_STANDING;
+        if self.reserve >= needed {
+            return Admission::FromReserve;
+        }
+        Admission::Wait(until_left.min((needed - self.reserve) / level.rate))
     }
+}
+
+/// Where a connection stands below a level.
+#[derive(Clone, Copy)]
+pub struct Standing {
+    /// Its address and every narrower network owe at most [`IN_GOOD_STANDING`].
+    pub good: bool,
+    /// What its address owes: who reads from a reserve first.
+    pub address_owes: f64,
+}
+
+/// What a bucket lets a connection do.
+pub enum Admission {
+    Read,
+    FromReserve,
+    /// Seconds to wait.
+    Wait(f64),
 }

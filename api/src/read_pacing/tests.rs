@@ -1,5 +1,13 @@
-use super::bucket::BURST;
+use super::bucket::{BURST, IN_GOOD_STANDING};
 use super::*;
+
+impl Meter {
+    /// How long to wait before reading again, if a network owes more than its burst.
+    fn wait(&self) -> Option<Duration> {
+        let wait = self.admit()?.wait;
+        (!wait.is_zero()).then(|| wait.min(LONGEST_WAIT))
+    }
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_network_owing_its_burst_waits_and_requests_cost_it_nothing() {
@@ -51,6 +59,57 @@ async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touch
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(clean.wait(), None, "the reserve refills");
     assert!(flooding.wait().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_the_clients_in_good_standing_the_one_owing_least_reads_first() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let owing = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    let asking = pacing.meter("192.0.2.9".parse().unwrap(), false);
+    flooding.read(2 * BURST as usize);
+    // Half its standing in bytes that are not requests: still in good standing.
+    owing.read(IN_GOOD_STANDING as usize / 2);
+    assert_eq!(owing.wait(), None, "the reserve is full");
+    pacing
+        .meter("192.0.2.10".parse().unwrap(), false)
+        .read(BURST as usize / 4);
+    // The reserve refills: the client that owes nothing reads first; the one that owes half
+    // its standing once the reserve holds half.
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(asking.wait(), None);
+    assert!(owing.wait().is_some());
+    tokio::time::advance(Duration::from_secs(8)).await;
+    assert_eq!(owing.wait(), None);
+    assert!(flooding.wait().is_some(), "owing its burst and more");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_address_forgiven_slowly_cannot_flood_from_the_reserve_again_and_again() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let spreading = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    flooding.read(2 * BURST as usize);
+    // A clean address reads four times its standing besides requests, and is out of it for
+    // twelve minutes.
+    spreading.read(4 * IN_GOOD_STANDING as usize);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    assert!(spreading.wait().is_some(), "forgiven 64 bytes a second");
+    assert_eq!(
+        pacing.meter("192.0.2.9".parse().unwrap(), false).wait(),
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ipv6_client_is_its_64_and_its_neighbours_are_other_64s() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("2001:db8:1:1::1".parse().unwrap(), false);
+    flooding.read(2 * BURST as usize);
+    let same_64 = pacing.meter("2001:db8:1:1::2".parse().unwrap(), false);
+    assert!(same_64.wait().is_some(), "one client");
+    let neighbour = pacing.meter("2001:db8:1:2::5".parse().unwrap(), false);
+    assert_eq!(neighbour.wait(), None);
 }
 
 #[tokio::test(start_paused = true)]
