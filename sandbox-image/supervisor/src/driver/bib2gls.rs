@@ -15,7 +15,7 @@
 //! is its only bound on reads, and bib2gls runs only where Landlock is fully enforced.
 
 use super::bibliography::KPSEWHICH;
-use super::tools::{signature_of, Tools};
+use super::steps::{signature_of, Steps};
 use crate::confine::HOME;
 use crate::process::Program;
 use std::fs;
@@ -29,7 +29,7 @@ const MAX_HEAP: &str = "-Xmx256m";
 
 /// Runs bib2gls when what it reads of the job's aux file changed; true when a `.glstex`
 /// changed.
-pub fn run(tools: &mut Tools) -> bool {
+pub fn run(steps: &mut Steps) -> bool {
     let aux = Path::new(JOB_NAME).with_extension("aux");
     let Ok(text) = fs::read(&aux) else {
         return false;
@@ -44,8 +44,8 @@ pub fn run(tools: &mut Tools) -> bool {
     if !read.contains("\\glsxtr@resource{") {
         return false;
     }
-    if !tools.files_confined {
-        tools.skip("bib2gls: Landlock is not enforced here, and bib2gls reads by any path".into());
+    if !steps.files_confined {
+        steps.skip("bib2gls: Landlock is not enforced here, and bib2gls reads by any path".into());
         return false;
     }
     let before = glstex_fingerprints();
@@ -69,13 +69,13 @@ pub fn run(tools: &mut Tools) -> bool {
             "--group",
             JOB_NAME,
         ],
-        &tools.environment,
+        &steps.environment,
     )
     // The JVM starts programs through its spawn helper.
     .starting_only(&[&spawn_helper, KPSEWHICH]);
     // Its answer covers `output.glstex` only; every resource's file counts, below.
     let databases = super::fingerprints::contents_of_kinds(&["bib"]);
-    tools.run_if_changed(
+    steps.run_if_changed(
         program,
         signature_of(&format!("{read}{databases}")),
         &aux.with_extension("glstex"),

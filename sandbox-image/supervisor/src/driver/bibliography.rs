@@ -8,7 +8,7 @@ use super::bcf;
 use super::fingerprints::contents_of_kinds;
 use super::names::is_safe_path;
 use super::recorder::Recorded;
-use super::tools::{signature_of, Tools};
+use super::steps::{signature_of, Steps};
 use crate::process::Program;
 use std::fs;
 use std::path::Path;
@@ -20,19 +20,19 @@ const PERL: &str = "/usr/bin/perl";
 pub const KPSEWHICH: &str = "/usr/bin/kpsewhich";
 
 /// Runs bibtex and biber where their input changed; true when a `.bbl` changed.
-pub fn run(tools: &mut Tools, recorded: &Recorded) -> bool {
+pub fn run(steps: &mut Steps, recorded: &Recorded) -> bool {
     let mut changed = false;
     for aux in recorded.outputs.iter().filter(|p| has_extension(p, "aux")) {
-        changed |= bibtex(tools, aux);
+        changed |= bibtex(steps, aux);
     }
     let control = Path::new(JOB_NAME).with_extension("bcf");
     if recorded.outputs.contains(&control) {
-        changed |= biber(tools, &control);
+        changed |= biber(steps, &control);
     }
     changed
 }
 
-fn bibtex(tools: &mut Tools, aux: &Path) -> bool {
+fn bibtex(steps: &mut Steps, aux: &Path) -> bool {
     let Ok(text) = fs::read(aux) else {
         return false;
     };
@@ -51,12 +51,12 @@ fn bibtex(tools: &mut Tools, aux: &Path) -> bool {
     let stem = aux.with_extension("");
     let stem = stem.to_string_lossy();
     if !is_safe_path(&stem) {
-        tools.skip(format!("bibtex on {stem:?}: not a safe name"));
+        steps.skip(format!("bibtex on {stem:?}: not a safe name"));
         return false;
     }
-    let program = Program::new(BIBTEX, &[&stem], &tools.environment).starting_only(&[]);
+    let program = Program::new(BIBTEX, &[&stem], &steps.environment).starting_only(&[]);
     let databases = contents_of_kinds(&["bib", "bst"]);
-    tools.run_if_changed(
+    steps.run_if_changed(
         program,
         signature_of(&format!("{cited}{databases}")),
         &aux.with_extension("bbl"),
@@ -64,23 +64,23 @@ fn bibtex(tools: &mut Tools, aux: &Path) -> bool {
     )
 }
 
-fn biber(tools: &mut Tools, control: &Path) -> bool {
+fn biber(steps: &mut Steps, control: &Path) -> bool {
     let Ok(text) = fs::read(control) else {
         return false;
     };
     let Ok(text) = std::str::from_utf8(&text) else {
-        tools.skip("biber: the control file is not UTF-8".into());
+        steps.skip("biber: the control file is not UTF-8".into());
         return false;
     };
     let sources = match bcf::data_sources(text) {
         Ok(sources) => sources,
         Err(bcf::Refused(why)) => {
-            tools.skip(format!("biber: the control file holds {why}"));
+            steps.skip(format!("biber: the control file holds {why}"));
             return false;
         }
     };
     if let Some(source) = sources.iter().find(|source| !is_safe_path(source)) {
-        tools.skip(format!(
+        steps.skip(format!(
             "biber: the data source {source:?} is not a safe name"
         ));
         return false;
@@ -91,12 +91,12 @@ fn biber(tools: &mut Tools, control: &Path) -> bool {
     let program = Program::new(
         BIBER,
         &["--noconf", "--output-format=bbl", &stem.to_string_lossy()],
-        &tools.environment,
+        &steps.environment,
     )
     // biber is a Perl script, which finds files with kpsewhich.
     .starting_only(&[PERL, KPSEWHICH]);
     let databases = contents_of_kinds(&["bib"]);
-    tools.run_if_changed(
+    steps.run_if_changed(
         program,
         signature_of(&format!("{text}{databases}")),
         &control.with_extension("bbl"),

@@ -6,7 +6,7 @@
 //! left out, so the figure is the same bytes every time.
 
 use super::names::{is_safe_name, is_safe_path};
-use super::tools::Tools;
+use super::steps::Steps;
 use crate::process::{self, Program};
 use nix::sys::resource::Resource;
 use std::io;
@@ -32,23 +32,23 @@ pub const XDVIPDFMX_COMMAND: &str = "/usr/local/bin/texfleet-supervisor convert-
 /// Converts each `.eps` among `files` (paths relative to the work directory, which is
 /// `work`), each with a quarter of the compile's timeout in CPU time; records each run or
 /// skip in the trace.
-pub fn convert_all(tools: &mut Tools, files: &[FileSpec], work: &Path, timeout_seconds: u32) {
+pub fn convert_all(steps: &mut Steps, files: &[FileSpec], work: &Path, timeout_seconds: u32) {
     let cpu_seconds = u64::from(timeout_seconds / 4).max(1);
     for file in files.iter().filter(|f| is_eps(&f.path)) {
         if !is_safe_path(&file.path) {
-            tools.skip(format!("converting {:?}: not a safe name", file.path));
+            steps.skip(format!("converting {:?}: not a safe name", file.path));
             continue;
         }
         if !Path::new(GHOSTSCRIPT).exists() {
-            tools.skip("EPS conversion: Ghostscript is not installed".to_string());
+            steps.skip("EPS conversion: Ghostscript is not installed".to_string());
             return;
         }
         let input = work.join(&file.path);
         // graphicx asks for `<name>-eps-converted-to.pdf` whatever the case of `.eps`.
         let stem = &file.path[..file.path.len() - ".eps".len()];
         let output = work.join(format!("{stem}-eps-converted-to.pdf"));
-        let program = eps_to_pdf(&input, &output, &tools.environment);
-        if !tools
+        let program = eps_to_pdf(&input, &output, &steps.environment);
+        if !steps
             .run_limited(&program, &limits(cpu_seconds))
             .is_some_and(|exit| exit.success())
         {

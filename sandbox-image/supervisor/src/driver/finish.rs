@@ -3,7 +3,7 @@
 //! without the passes' output there is no PDF.
 
 use super::engine::{Engine, EnginePrograms as _};
-use super::tools::Tools;
+use super::steps::Steps;
 use crate::process::Exit;
 use std::fs;
 use std::path::Path;
@@ -11,16 +11,16 @@ use texfleet_sandbox::PDF_FILE;
 
 /// Runs `engine`'s finishing step, if it has one and the passes left it something to finish:
 /// false when it failed.
-pub fn finish(tools: &mut Tools, engine: Engine) -> bool {
-    let Some(finish) = engine.finish(&tools.environment) else {
+pub fn finish(steps: &mut Steps, engine: Engine) -> bool {
+    let Some(finish) = engine.finish(&steps.environment) else {
         return true;
     };
     // With no page typeset, there is no .xdv, and any PDF was written by the document.
     if fs::remove_file(PDF_FILE).is_ok() {
-        tools.trace.push(format!(
+        steps.trace.push(format!(
             "texfleet: removed {PDF_FILE}, not the engine's: written before {} ran",
             finish.args[0]
         ));
     }
-    !Path::new(&engine.pass_output()).exists() || tools.run(&finish).is_some_and(Exit::success)
+    !Path::new(&engine.pass_output()).exists() || steps.run(&finish).is_some_and(Exit::success)
 }

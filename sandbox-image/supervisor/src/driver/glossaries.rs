@@ -9,14 +9,14 @@
 
 use super::indexes::makeindex;
 use super::names::is_safe_name;
-use super::tools::Tools;
+use super::steps::Steps;
 use std::fs;
 use std::path::Path;
 use texfleet_sandbox::JOB_NAME;
 
 /// Runs makeindex for every glossary whose input changed; true when an output
 /// changed.
-pub fn run(tools: &mut Tools) -> bool {
+pub fn run(steps: &mut Steps) -> bool {
     let Ok(aux) = fs::read(Path::new(JOB_NAME).with_extension("aux")) else {
         return false;
     };
@@ -25,7 +25,7 @@ pub fn run(tools: &mut Tools) -> bool {
         return false;
     };
     if style.ends_with(".xdy") {
-        tools.skip(
+        steps.skip(
             "xindy for glossaries: xindy's styles are Lisp programs the document writes; \
              use makeindex (glossaries' default)"
                 .to_string(),
@@ -33,7 +33,7 @@ pub fn run(tools: &mut Tools) -> bool {
         return false;
     }
     if !is_safe_name(style) {
-        tools.skip(format!(
+        steps.skip(format!(
             "glossaries: the style {style:?} is not a safe name"
         ));
         return false;
@@ -50,7 +50,7 @@ pub fn run(tools: &mut Tools) -> bool {
             continue;
         };
         if ![log, out, input].iter().all(|e| is_extension(e)) {
-            tools.skip(format!("the glossary {line:?}: not safe extensions"));
+            steps.skip(format!("the glossary {line:?}: not safe extensions"));
             continue;
         }
         let mut args = vec!["-s".to_string(), style.to_string()];
@@ -65,7 +65,7 @@ pub fn run(tools: &mut Tools) -> bool {
             format!("{JOB_NAME}.{input}"),
         ]);
         let input = Path::new(JOB_NAME).with_extension(input);
-        changed |= makeindex(tools, &args, &input, &input.with_extension(out), log);
+        changed |= makeindex(steps, &args, &input, &input.with_extension(out), log);
     }
     changed
 }

@@ -7,7 +7,7 @@
 use super::fingerprints::{contents_of_kinds, fingerprint};
 use super::names::{is_safe_name, is_safe_path};
 use super::recorder::Recorded;
-use super::tools::{signature_of, Tools};
+use super::steps::{signature_of, Steps};
 use crate::process::Program;
 use std::collections::BTreeMap;
 use std::fs;
@@ -21,7 +21,7 @@ const DEFAULT_SPLIT_INDEX: &str = "idx";
 const ALLOWED_FLAGS: &[&str] = &["-l", "-g", "-c", "-r"];
 
 /// Runs makeindex wherever an index's input changed; true when an output changed.
-pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
+pub fn run(steps: &mut Steps, recorded: &Recorded, log: &str) -> bool {
     let mut changed = false;
     let requested = requested_options(log);
     let mut indexes: Vec<PathBuf> = recorded
@@ -30,7 +30,7 @@ pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
         .filter(|p| p.extension().is_some_and(|e| e == "idx"))
         .cloned()
         .collect();
-    if let Some(split) = split_shared_index(tools) {
+    if let Some(split) = split_shared_index(steps) {
         let shared = Path::new(JOB_NAME).with_extension("idx");
         indexes.retain(|idx| idx != &shared);
         indexes.extend(split);
@@ -38,13 +38,13 @@ pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
     for idx in indexes {
         let name = idx.to_string_lossy().into_owned();
         if !is_safe_path(&name) {
-            tools.skip(format!("makeindex on {name:?}: not a safe name"));
+            steps.skip(format!("makeindex on {name:?}: not a safe name"));
             continue;
         }
         let mut args: Vec<String> = requested.get(&name).cloned().unwrap_or_default();
         args.push(name);
         let ind = idx.with_extension("ind");
-        changed |= makeindex(tools, &args, &idx, &ind, "ilg");
+        changed |= makeindex(steps, &args, &idx, &ind, "ilg");
         // splitidx prints its default index (`idx`) from the job's own .ind.
         if idx == Path::new(&format!("{JOB_NAME}-{DEFAULT_SPLIT_INDEX}.idx")) {
             changed |= copy_if_changed(&ind, &Path::new(JOB_NAME).with_extension("ind"));
@@ -63,7 +63,7 @@ pub fn run(tools: &mut Tools, recorded: &Recorded, log: &str) -> bool {
         ]
         .map(String::from);
         changed |= makeindex(
-            tools,
+            steps,
             &args,
             &nomenclature,
             &nomenclature.with_extension("nls"),
@@ -84,7 +84,7 @@ fn copy_if_changed(from: &Path, to: &Path) -> bool {
 }
 
 pub fn makeindex(
-    tools: &mut Tools,
+    steps: &mut Steps,
     args: &[String],
     input: &Path,
     output: &Path,
@@ -96,8 +96,8 @@ pub fn makeindex(
     // The project's own styles count too.
     let signature = signature_of(&format!("{entries} {}", contents_of_kinds(&["ist"])));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let program = Program::new(MAKEINDEX, &args, &tools.environment).starting_only(&[]);
-    tools.run_if_changed(program, signature, output, &input.with_extension(log))
+    let program = Program::new(MAKEINDEX, &args, &steps.environment).starting_only(&[]);
+    steps.run_if_changed(program, signature, output, &input.with_extension(log))
 }
 
 /// The makeindex options imakeidx logged for each index it could not process itself:
@@ -145,7 +145,7 @@ fn requested_options(log: &str) -> BTreeMap<String, Vec<String>> {
 /// splitidx writes every index into one file as `\indexentry[name]{...}{page}`; like the
 /// splitindex program, write each index's entries to `<job>-<name>.idx`. Returns those files,
 /// or None when the job's `.idx` is not splitidx's.
-fn split_shared_index(tools: &mut Tools) -> Option<Vec<PathBuf>> {
+fn split_shared_index(steps: &mut Steps) -> Option<Vec<PathBuf>> {
     let text = fs::read(Path::new(JOB_NAME).with_extension("idx")).ok()?;
     let text = String::from_utf8_lossy(&text);
     if !text.contains("\\indexentry[") {
@@ -162,7 +162,7 @@ fn split_shared_index(tools: &mut Tools) -> Option<Vec<PathBuf>> {
             continue;
         };
         if !is_safe_name(name) {
-            tools.skip(format!("the split index {name:?}: not a safe name"));
+            steps.skip(format!("the split index {name:?}: not a safe name"));
             continue;
         }
         let file = split.entry(format!("{JOB_NAME}-{name}.idx")).or_default();

@@ -23,8 +23,8 @@ mod preamble;
 mod recorder;
 mod reruns;
 mod state;
+mod steps;
 mod tex_live;
-mod tools;
 
 use crate::confine;
 use crate::handover;
@@ -38,10 +38,10 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use steps::Steps;
 use texfleet_sandbox::{
     read_job, DriverState, Dump, JobSpec, Preamble, LOG_FILE, PDF_FILE, WORK_DIR,
 };
-use tools::Tools;
 
 /// Set when the supervisor's deadline asks the compile to stop (SIGINT).
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -88,17 +88,17 @@ pub fn run() -> io::Result<()> {
     let engine = spec.engine;
     // The supervisor gave this process exactly the compile's environment.
     let environment = process::inherited_environment();
-    let mut tools = Tools::new(environment.clone());
-    tools
+    let mut steps = Steps::new(environment.clone());
+    steps
         .trace
         .push(format!("texfleet: Landlock {:?}", landlock.ruleset));
-    tools.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
+    steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
-    lay_out(&mut tools, &spec, engine, &folder)?;
-    let restored = state::restore(&mut tools, std::mem::take(&mut spec.previous));
+    lay_out(&mut steps, &spec, engine, &folder)?;
+    let restored = state::restore(&mut steps, std::mem::take(&mut spec.previous));
     let mut format = Format {
         path: match &spec.preamble {
-            Preamble::Load { .. } => preamble::install(&mut tools, &format_bytes, main_folder),
+            Preamble::Load { .. } => preamble::install(&mut steps, &format_bytes, main_folder),
             _ => None,
         },
         content: format_bytes,
@@ -107,36 +107,36 @@ pub fn run() -> io::Result<()> {
     let format_given = format.path.is_some();
     let from_state = !restored.is_empty();
     let halt_on_error = spec.halt_on_error;
-    let passes = |tools: &mut Tools, format: &mut Format, restored, cpu_seconds| {
+    let passes = |steps: &mut Steps, format: &mut Format, restored, cpu_seconds| {
         let run = Run {
             halt_on_error,
             restored,
             cpu_seconds,
         };
-        compile(tools, engine, main_name, &folder, format, run)
+        compile(steps, engine, main_name, &folder, format, run)
     };
     // The passes from the last compile's files or format get half the timeout: passes they
     // make loop forever (a planted .aux would hang every later compile of the document)
     // then fail in time to compile again from nothing.
     let from_state_cpu =
         (from_state || format_given).then_some(u64::from(spec.timeout_seconds / 2).max(1));
-    let mut succeeded = passes(&mut tools, &mut format, restored, from_state_cpu);
+    let mut succeeded = passes(&mut steps, &mut format, restored, from_state_cpu);
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
     if restarted {
-        tools.trace.push(
+        steps.trace.push(
             "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
                 .into(),
         );
         format.path = None;
-        succeeded = again_from_nothing(&mut tools, &spec, engine, &folder, |tools| {
-            passes(tools, &mut format, Vec::new(), None)
+        succeeded = again_from_nothing(&mut steps, &spec, engine, &folder, |steps| {
+            passes(steps, &mut format, Vec::new(), None)
         })?;
     }
-    succeeded &= finish::finish(&mut tools, engine);
+    succeeded &= finish::finish(&mut steps, engine);
     let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded {
-        true => dump_in_time(&mut tools, &spec, engine, main_name, started),
+        true => dump_in_time(&mut steps, &spec, engine, main_name, started),
         false => (None, Vec::new()),
     };
     let sources_here: Vec<PathBuf> = spec
@@ -148,7 +148,7 @@ pub fn run() -> io::Result<()> {
     let driver_state = DriverState {
         // Only a compile that ended well hands its files on: the next starts from nothing.
         next: match succeeded {
-            true => state::next(&tools, &folder, &sources_here),
+            true => state::next(&steps, &folder, &sources_here),
             false => Default::default(),
         },
         dump,
@@ -162,11 +162,11 @@ pub fn run() -> io::Result<()> {
     };
     // It only speeds up the next compile: this one's verdict and log stand without it.
     if let Err(error) = handover::write(channel, &driver_state, &dumped_format) {
-        tools.trace.push(format!(
+        steps.trace.push(format!(
             "texfleet: nothing handed on to the next compile: {error}"
         ));
     }
-    append_to_log(&tools.trace)?;
+    append_to_log(&steps.trace)?;
     if !succeeded {
         std::process::exit(ENGINE_FAILED);
     }
@@ -177,19 +177,19 @@ pub fn run() -> io::Result<()> {
 /// take about two passes, and would risk the compile's timeout for what only speeds up the
 /// next one.
 fn dump_in_time(
-    tools: &mut Tools,
+    steps: &mut Steps,
     spec: &JobSpec,
     engine: Engine,
     main_name: &str,
     started: std::time::Instant,
 ) -> (Option<Dump>, Vec<u8>) {
     if started.elapsed().as_secs() * 2 >= u64::from(spec.timeout_seconds) {
-        tools.skip("keeping the preamble as a format: half of the timeout is spent".into());
+        steps.skip("keeping the preamble as a format: half of the timeout is spent".into());
         return (None, Vec::new());
     }
     let main_folder = Path::new(&spec.main).parent().unwrap_or(Path::new(""));
     let (dump, format) = preamble::dump(
-        tools,
+        steps,
         engine,
         main_name,
         main_folder,
@@ -204,16 +204,16 @@ fn dump_in_time(
 /// figures, caches and the format: all are made again (without the format, which may be what
 /// failed: the scheduler then drops it). What cannot be cleared fails the compile.
 fn again_from_nothing(
-    tools: &mut Tools,
+    steps: &mut Steps,
     spec: &JobSpec,
     engine: Engine,
     folder: &Path,
-    passes: impl FnOnce(&mut Tools) -> bool,
+    passes: impl FnOnce(&mut Steps) -> bool,
 ) -> io::Result<bool> {
-    match state::forget(tools).and_then(|()| lay_out(tools, spec, engine, folder)) {
-        Ok(()) => Ok(passes(tools)),
+    match state::forget(steps).and_then(|()| lay_out(steps, spec, engine, folder)) {
+        Ok(()) => Ok(passes(steps)),
         Err(error) => {
-            tools.trace.push(format!(
+            steps.trace.push(format!(
                 "texfleet: the compile left what cannot be cleared ({error}); it ends here"
             ));
             // Where the supervisor takes the log from, without the first run's outputs
@@ -229,7 +229,7 @@ fn again_from_nothing(
 
 /// Makes the job's files as the client sent them in the work directory, with the converted
 /// figures, and enters the main document's `folder`.
-fn lay_out(tools: &mut Tools, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
+fn lay_out(steps: &mut Steps, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
     let work = Path::new(WORK_DIR);
     files::write_sources(work, &spec.files)?;
     // The only folder of /tmp an engine reaches: it must exist when its layer is made.
@@ -238,7 +238,7 @@ fn lay_out(tools: &mut Tools, spec: &JobSpec, engine: Engine, folder: &Path) -> 
     if engine == Engine::Lualatex {
         copy_font_names();
     }
-    eps::convert_all(tools, &spec.files, work, spec.timeout_seconds);
+    eps::convert_all(steps, &spec.files, work, spec.timeout_seconds);
     Ok(())
 }
 

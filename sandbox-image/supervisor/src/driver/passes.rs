@@ -4,8 +4,8 @@
 //! when the log asks for it, or when a tool changed what the next pass reads ([`files`]).
 
 use super::engine::{Engine, EnginePrograms as _};
+use super::steps::{self, Steps};
 use super::tex_live::TexLive;
-use super::tools::{self, Tools};
 use super::{
     bib2gls, bibliography, fingerprints, glossaries, indexes, preamble, recorder, reruns, STOP,
 };
@@ -25,7 +25,7 @@ pub const MAX_PASSES: usize = 5;
 /// and the rest of the compile goes on without it. `restored` are the auxiliary files of the
 /// last compile, watched like those a pass writes.
 pub fn compile(
-    tools: &mut Tools,
+    steps: &mut Steps,
     engine: Engine,
     main: &str,
     folder: &Path,
@@ -57,16 +57,16 @@ pub fn compile(
         // A pass that failed for want of the complete TeX Live, or with the format, is tried
         // again at once, and counts once.
         let done = loop {
-            let Some(done) = try_pass(tools, &shared, format, &generated, tex_live, pass) else {
+            let Some(done) = try_pass(steps, &shared, format, &generated, tex_live, pass) else {
                 return false;
             };
             if !done.exit.success() && tex_live == TexLive::Common && TexLive::lacked(&done.log) {
-                tools.trace.push(format!(
+                steps.trace.push(format!(
                     "texfleet: pass {pass} needed the complete TeX Live; again with it"
                 ));
                 tex_live = TexLive::Complete;
             } else if format.path.is_some() && !done.exit.success() {
-                tools.trace.push(format!(
+                steps.trace.push(format!(
                     "texfleet: pass {pass} failed with the project's preamble format; again without it"
                 ));
                 format.path = None;
@@ -83,10 +83,10 @@ pub fn compile(
             return ended_well;
         }
         let recorded = done.recorded;
-        let tools_changed = bibliography::run(tools, &recorded)
-            | indexes::run(tools, &recorded, &done.log)
-            | glossaries::run(tools)
-            | bib2gls::run(tools);
+        let tools_changed = bibliography::run(steps, &recorded)
+            | indexes::run(steps, &recorded, &done.log)
+            | glossaries::run(steps)
+            | bib2gls::run(steps);
         let read_changed = changed_during_pass(&recorded.inputs, &done.before);
         let appeared = reruns::missing_then_present(&done.log)
             .iter()
@@ -100,7 +100,7 @@ pub fn compile(
             }
         }
     }
-    tools
+    steps
         .trace
         .push(format!("texfleet: stopped after {MAX_PASSES} passes"));
     ended_well
@@ -145,7 +145,7 @@ struct Done {
 /// Runs pass `pass` once; `None` when the compile must stop (stopped, out of its budget, or
 /// the engine could not run).
 fn try_pass(
-    tools: &mut Tools,
+    steps: &mut Steps,
     shared: &Shared,
     format: &mut Format,
     generated: &[PathBuf],
@@ -161,7 +161,7 @@ fn try_pass(
         .as_ref()
         .is_some_and(|path| !preamble::holds(Path::new(path), &format.content))
     {
-        tools.trace.push(
+        steps.trace.push(
             "texfleet: the compile rewrote the project's preamble format; the passes go on without it"
                 .into(),
         );
@@ -170,7 +170,7 @@ fn try_pass(
     let before = fingerprints::fingerprints(generated);
     // A pass that writes no output must not leave the last one's behind.
     let _ = fs::remove_file(engine.pass_output());
-    let environment = tex_live.environment(&tools.environment);
+    let environment = tex_live.environment(&steps.environment);
     let program = engine.pass(
         shared.main,
         shared.halt_on_error,
@@ -181,7 +181,7 @@ fn try_pass(
     // What is left of the run's budget bounds this pass.
     let left = shared.budget.left(format.path.is_some());
     if left == Some(0) {
-        tools.trace.push(
+        steps.trace.push(
             "texfleet: the passes from the last compile's files or format ran out of their time"
                 .into(),
         );
@@ -197,20 +197,20 @@ fn try_pass(
     let exit = match ran {
         Ok(exit) => exit,
         Err(error) => {
-            tools.trace.push(format!("texfleet: pass {pass}: {error}"));
+            steps.trace.push(format!("texfleet: pass {pass}: {error}"));
             return None;
         }
     };
-    tools.trace.push(format!(
+    steps.trace.push(format!(
         "texfleet: {} pass {pass} ({}, {took} ms)",
         engine.name(),
-        tools::describe(exit)
+        steps::describe(exit)
     ));
     let recorded =
         recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), shared.folder);
     let log = fs::read(LOG_FILE).unwrap_or_default();
     let log = String::from_utf8_lossy(&log).into_owned();
-    tools.note_shell_escapes();
+    steps.note_shell_escapes();
     Some(Done {
         exit,
         recorded,

@@ -20,7 +20,7 @@ use super::engine::{Engine, EnginePrograms as _};
 use super::eps;
 use super::files;
 use super::finish;
-use super::tools::Tools;
+use super::steps::Steps;
 use crate::process::Exit;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
@@ -52,14 +52,14 @@ const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output
 /// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes).
 /// `files` are the job's sources as sent, by path relative to the work directory.
 pub fn dump(
-    tools: &mut Tools,
+    steps: &mut Steps,
     engine: Engine,
     main: &str,
     folder: &Path,
     files: &[FileSpec],
     halt_on_error: bool,
 ) -> (Dump, Vec<u8>) {
-    let Some(program) = engine.dump(main, &tools.environment) else {
+    let Some(program) = engine.dump(main, &steps.environment) else {
         return (
             refused("LuaTeX formats cannot hold fonts loaded through Lua"),
             Vec::new(),
@@ -69,7 +69,7 @@ pub fn dump(
     // that rewrites main.tex with `\openout` would put code no source holds into the format).
     if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
         let judged = refused(&format!("the compile rewrote {rewritten}"));
-        return give_up(tools, judged);
+        return give_up(steps, judged);
     }
     let sources: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
     let main_path = folder.join(main);
@@ -78,7 +78,7 @@ pub fn dump(
         .find(|file| Path::new(&file.path) == main_path)
         .and_then(|file| BASE64.decode(&file.content_base64).ok())
     else {
-        return give_up(tools, refused("the main file is not among the sources"));
+        return give_up(steps, refused("the main file is not among the sources"));
     };
     // The dump reads the main file cut where the scheduler's key ends, so the format holds
     // nothing the key leaves out, however the preamble reads on (a preamble can take the
@@ -88,7 +88,7 @@ pub fn dump(
     cut.push(b'\n');
     if let Err(error) = files::replace(Path::new(main), &cut) {
         return give_up(
-            tools,
+            steps,
             refused(&format!("the main file cannot be cut: {error}")),
         );
     }
@@ -96,14 +96,14 @@ pub fn dump(
     for name in KEPT {
         let _ = fs::rename(name, aside(name));
     }
-    let exit = tools.run(&program);
+    let exit = steps.run(&program);
     let judged = judge(exit, folder, &sources);
     // The check pass compiles the whole document again.
     let checked = files::replace(Path::new(main), &sent)
         .map_err(|error| format!("the main file cannot be put back: {error}"))
         .and_then(|()| match &judged {
             Dump::Built { .. } => {
-                check(tools, engine, main, folder, halt_on_error, &aside(PDF_FILE))
+                check(steps, engine, main, folder, halt_on_error, &aside(PDF_FILE))
             }
             Dump::Refused { why } => Err(why.clone()),
         });
@@ -122,7 +122,7 @@ pub fn dump(
     let _ = fs::remove_file(FORMAT_FILE);
     match checked {
         Ok(dumped) => (judged, dumped),
-        Err(why) => give_up(tools, Dump::Refused { why }),
+        Err(why) => give_up(steps, Dump::Refused { why }),
     }
 }
 
@@ -130,7 +130,7 @@ pub fn dump(
 /// runs the document again (which may write the format's file), if a pass that loads it ends
 /// well and renders the same pages as the compile's PDF, set aside at `compiled`.
 fn check(
-    tools: &mut Tools,
+    steps: &mut Steps,
     engine: Engine,
     main: &str,
     folder: &Path,
@@ -151,28 +151,28 @@ fn check(
     if !holds(&format, &dumped) {
         return Err("the format changed after the dump".into());
     }
-    let pass = engine.pass(main, halt_on_error, format.to_str(), &tools.environment);
+    let pass = engine.pass(main, halt_on_error, format.to_str(), &steps.environment);
     let _ = fs::remove_file(engine.pass_output());
     let _ = fs::remove_file(PDF_FILE);
     // The compile ended well, so must the pass (a preamble on the line of `\begin{document}`
     // is read again after the format and fails). Its PDF may become the compile's: it is made
     // as the compile's is.
-    if !tools.run(&pass).is_some_and(Exit::success) {
+    if !steps.run(&pass).is_some_and(Exit::success) {
         return Err("a pass with the format fails".into());
     }
-    if !finish::finish(tools, engine) {
+    if !finish::finish(steps, engine) {
         return Err("a pass with the format cannot be finished".into());
     }
-    if !same_pages(tools, Path::new(PDF_FILE), Path::new(compiled)) {
+    if !same_pages(steps, Path::new(PDF_FILE), Path::new(compiled)) {
         return Err("a pass with the format renders other pages than the compile".into());
     }
     Ok(dumped)
 }
 
 /// A refused dump, with its reason in the trace, and no format.
-fn give_up(tools: &mut Tools, judged: Dump) -> (Dump, Vec<u8>) {
+fn give_up(steps: &mut Steps, judged: Dump) -> (Dump, Vec<u8>) {
     if let Dump::Refused { why } = &judged {
-        tools.skip(format!("keeping the preamble as a format: {why}"));
+        steps.skip(format!("keeping the preamble as a format: {why}"));
     }
     (judged, Vec::new())
 }
@@ -248,7 +248,7 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
 
 /// Whether two PDFs are the same bytes or, failing that, render the same pages in grey at
 /// 36 dpi with Ghostscript (under `-dSAFER`, with the caps of a figure's conversion).
-fn same_pages(tools: &mut Tools, one: &Path, other: &Path) -> bool {
+fn same_pages(steps: &mut Steps, one: &Path, other: &Path) -> bool {
     let (Ok(one_bytes), Ok(other_bytes)) = (fs::read(one), fs::read(other)) else {
         return false;
     };
@@ -260,10 +260,10 @@ fn same_pages(tools: &mut Tools, one: &Path, other: &Path) -> bool {
         let output = format!("-sOutputFile={pages}");
         let program = eps::ghostscript(
             &["-sDEVICE=pgmraw", "-r36", &output, &pdf.to_string_lossy()],
-            &tools.environment,
+            &steps.environment,
         );
         let _ = fs::remove_file(pages);
-        let ended = tools.run_limited(&program, &eps::limits(RENDER_CPU_SECONDS));
+        let ended = steps.run_limited(&program, &eps::limits(RENDER_CPU_SECONDS));
         rendered.push(
             ended
                 .is_some_and(Exit::success)
@@ -298,7 +298,7 @@ fn normalized(path: &Path) -> PathBuf {
 /// Writes the scheduler's format into the current folder as [`FORMAT_FILE`] and returns its
 /// full path for `-fmt`, or None (with the reason in the trace) when it cannot be written: a
 /// source of that name is the document's, not ours.
-pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String> {
+pub fn install(steps: &mut Steps, format: &[u8], folder: &Path) -> Option<String> {
     match files::write_new(Path::new(FORMAT_FILE), format) {
         Ok(()) => Some(
             Path::new(WORK_DIR)
@@ -308,7 +308,7 @@ pub fn install(tools: &mut Tools, format: &[u8], folder: &Path) -> Option<String
                 .into_owned(),
         ),
         Err(error) => {
-            tools.skip(format!("the project's preamble format: {error}"));
+            steps.skip(format!("the project's preamble format: {error}"));
             None
         }
     }

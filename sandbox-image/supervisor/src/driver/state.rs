@@ -13,7 +13,7 @@ use super::clear;
 use super::files;
 use super::names::is_safe_path;
 use super::recorder;
-use super::tools::Tools;
+use super::steps::Steps;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::collections::HashSet;
@@ -29,7 +29,7 @@ const MAX_KEPT_BYTES: u64 = MAX_STATE_BYTES / 2;
 
 /// Writes the previous compile's auxiliary files into the current folder, never over a source,
 /// and hands the tools their last input signatures. Returns the files written.
-pub fn restore(tools: &mut Tools, previous: CompileState) -> Vec<PathBuf> {
+pub fn restore(steps: &mut Steps, previous: CompileState) -> Vec<PathBuf> {
     let previous = previous.bounded();
     let mut restored = Vec::new();
     for file in &previous.files {
@@ -41,8 +41,8 @@ pub fn restore(tools: &mut Tools, previous: CompileState) -> Vec<PathBuf> {
         }
     }
     if !restored.is_empty() {
-        tools.remember(&previous.tools);
-        tools.trace.push(format!(
+        steps.remember(&previous.tools);
+        steps.trace.push(format!(
             "texfleet: restored {} auxiliary files of the project's last compile of this document",
             restored.len()
         ));
@@ -53,11 +53,11 @@ pub fn restore(tools: &mut Tools, previous: CompileState) -> Vec<PathBuf> {
 /// Removes everything the compile left in the work directory and in `/tmp`, and the tools'
 /// memory of their last inputs: the job's files written again then make what a compile from
 /// nothing sees. Fails when anything is left.
-pub fn forget(tools: &mut Tools) -> io::Result<()> {
+pub fn forget(steps: &mut Steps) -> io::Result<()> {
     for folder in [WORK_DIR, "/tmp"] {
         clear::own_files_under(Path::new(folder))?;
     }
-    tools.forget();
+    steps.forget();
     Ok(())
 }
 
@@ -72,11 +72,11 @@ fn write_decoded(path: &Path, content_base64: &str) -> io::Result<()> {
 
 /// The auxiliary files the last pass read or wrote in `folder`, the current one (`sources`
 /// are the job's own files there, which are not state), up to the size the scheduler keeps.
-pub fn next(tools: &Tools, folder: &Path, sources: &[PathBuf]) -> CompileState {
+pub fn next(steps: &Steps, folder: &Path, sources: &[PathBuf]) -> CompileState {
     let recorded = recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
     let mut state = CompileState {
         files: Vec::new(),
-        tools: tools.signatures(),
+        tools: steps.signatures(),
     };
     let mut kept_bytes = 0;
     let sources: HashSet<&PathBuf> = sources.iter().collect();

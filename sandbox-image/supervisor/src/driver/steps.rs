@@ -1,5 +1,6 @@
-//! Running the helper programs between passes (bibtex, biber, makeindex and what builds on
-//! it) only when their input changed since they last ran, and keeping a trace of what ran,
+//! The steps of a compile: every program the driver runs (engine passes, and the tools
+//! between them, bibtex, biber, makeindex and what builds on it, each only when its input
+//! changed since it last ran), with the environment they run in, and the trace of what ran,
 //! what was skipped and why, which the driver appends to the job's log.
 
 use super::fingerprints::fingerprint;
@@ -19,7 +20,8 @@ const TOOL_OUTPUT: &str = "/tmp/texfleet-tool-output";
 const MAX_SHELL_ESCAPE_LINES: usize = 20;
 const MAX_RECORD_BYTES: u64 = 256 * 1024;
 
-pub struct Tools {
+/// The steps of one compile, as they run.
+pub struct Steps {
     pub environment: Vec<String>,
     /// The input signature each tool run last saw, by what it ran on (`bibtex output`).
     last_inputs: HashMap<String, u64>,
@@ -30,9 +32,9 @@ pub struct Tools {
     pub files_confined: bool,
 }
 
-impl Tools {
-    pub fn new(environment: Vec<String>) -> Tools {
-        Tools {
+impl Steps {
+    pub fn new(environment: Vec<String>) -> Steps {
+        Steps {
             environment,
             last_inputs: HashMap::new(),
             trace: Vec::new(),
