@@ -27,7 +27,7 @@
 //! which cannot give back what it has counted.
 
 use crate::metrics;
-use bucket::{Admission, Bucket, Level, Standing, IN_GOOD_STANDING, LEVELS, RESERVE_READ};
+use bucket::{Admission, Bucket, Change, Level, Standing, IN_GOOD_STANDING, LEVELS, RESERVE_READ};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -79,9 +79,9 @@ impl ReadPacing {
         }
     }
 
-    /// Adds `change` to what each of `networks` may still send and tells whether the
-    /// connection may read again.
-    fn update(&self, networks: &[Network], change: f64) -> Verdict {
+    /// Makes `change` to the buckets of each of `networks` and tells whether the connection
+    /// may read again.
+    fn update(&self, networks: &[Network], change: Change) -> Verdict {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
         let mut verdict = Verdict::default();
@@ -165,19 +165,19 @@ impl Meter {
     /// Counts `bytes` read from the connection.
     fn read(&self, bytes: usize) {
         self.unclaimed.fetch_add(bytes, Ordering::Relaxed);
-        self.charge(bytes);
+        self.change(Change::Read(bytes as f64));
     }
 
-    fn charge(&self, bytes: usize) {
+    fn change(&self, change: Change) {
         if let Some(pacing) = &self.pacing {
-            pacing.update(&self.networks, -(bytes as f64));
+            pacing.update(&self.networks, change);
         }
     }
 
     /// Charges a request answered `429` again, at least [`LEAST_REQUEST_COST`]: a client
     /// pipelining requests past its rate is paced as they cost, however short they are.
     pub fn charge_refused(&self, head: usize) {
-        self.charge(head.max(LEAST_REQUEST_COST));
+        self.change(Change::Cost(head.max(LEAST_REQUEST_COST) as f64));
     }
 
     /// Up to `bytes` of what the connection sent and was not given back yet.
@@ -195,9 +195,7 @@ impl Meter {
     /// Gives back `bytes` that were a request's head.
     pub fn give_back(&self, bytes: usize) {
         let bytes = self.claim(bytes);
-        if let Some(pacing) = &self.pacing {
-            pacing.update(&self.networks, bytes as f64);
-        }
+        self.change(Change::GiveBack(bytes as f64));
     }
 
     /// Gives back a body frame's `data` bytes, less what a frame smaller than
@@ -205,14 +203,19 @@ impl Meter {
     pub fn give_back_body(&self, data: usize) {
         let owed = LEAST_FRAME_COST.saturating_sub(data);
         let data = self.claim(data);
-        if let Some(pacing) = &self.pacing {
-            pacing.update(&self.networks, data as f64 - owed as f64);
+        self.change(Change::GiveBack(data as f64));
+        if owed > 0 {
+            self.change(Change::Cost(owed as f64));
         }
     }
 
     /// Whether the connection may read now, `None` when it is never paced.
     fn admit(&self) -> Option<Verdict> {
-        Some(self.pacing.as_ref()?.update(&self.networks, 0.0))
+        Some(
+            self.pacing
+                .as_ref()?
+                .update(&self.networks, Change::Nothing),
+        )
     }
 }
 

@@ -161,6 +161,44 @@ async fn a_flood_from_addresses_that_each_send_a_little_leaves_the_neighbours_in
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_their_24_served() {
+    // One request a second per token: every request past the first is refused, 1 KiB each.
+    let app = TestApp::spawn_api_only(|config| {
+        config.rate_limit_per_second = 1;
+        config.rate_limit_burst = 1;
+    })
+    .await;
+    let (_dirty, _) = control_frame_flood(&app, &["127.0.9.1".into()], 4, None).await;
+    // Sixteen fresh addresses a second, each pipelining thirty requests with the token.
+    let request = format!(
+        "GET /compile/00000000-0000-0000-0000-000000000000 HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        app.token
+    );
+    let requests = request.repeat(30).into_bytes();
+    let address = address_of(&app);
+    let mut fresh = tokio::task::JoinSet::new();
+    fresh.spawn(async move {
+        let mut arrivals = tokio::time::interval(Duration::from_millis(62));
+        let mut held = Vec::new();
+        for host in 10..200 {
+            arrivals.tick().await;
+            let mut stream = connect_from(&format!("127.0.9.{host}"), address).await;
+            stream.write_all(&requests).await.ok();
+            held.push(stream);
+        }
+    });
+    eventually(Duration::from_secs(10), "the flood is paced", || async {
+        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    for _ in 0..32 {
+        served_within(&app, "127.0.9.250", Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
     let addresses: Vec<String> = (0..64)
         .map(|network| format!("127.5.{network}.1"))

@@ -112,21 +112,25 @@ impl Bucket {
         level.burst - self.left
     }
 
-    /// Charges (`change` below zero) or gives back what a connection read. One in good
-    /// standing reads from the reserve once the bucket is spent, and gives back to it first.
-    pub fn change(&mut self, level: &Level, change: f64, in_good_standing: bool) {
+    /// Charges or gives back. A read of a connection in good standing comes from the reserve
+    /// once the bucket is spent, and what it gives back goes to the reserve first; a cost
+    /// beyond what was read (a refused request) never comes from a reserve, which is for
+    /// reading requests.
+    pub fn change(&mut self, level: &Level, change: Change, in_good_standing: bool) {
         let in_good_standing = in_good_standing && level.paces;
-        if in_good_standing && change < 0.0 && self.left < 0.0 {
-            self.reserve += change;
-            return;
+        match change {
+            Change::Read(bytes) if in_good_standing && self.left < 0.0 => self.reserve -= bytes,
+            Change::Read(bytes) | Change::Cost(bytes) => self.left -= bytes,
+            Change::GiveBack(bytes) => {
+                let to_reserve = match in_good_standing {
+                    true => bytes.min(level.reserve() - self.reserve).max(0.0),
+                    false => 0.0,
+                };
+                self.reserve += to_reserve;
+                self.left = (self.left + bytes - to_reserve).min(level.burst);
+            }
+            Change::Nothing => {}
         }
-        let mut change = change;
-        if in_good_standing && change > 0.0 {
-            let to_reserve = change.min(level.reserve() - self.reserve).max(0.0);
-            self.reserve += to_reserve;
-            change -= to_reserve;
-        }
-        self.left = (self.left + change).min(level.burst);
     }
 
     /// Whether a connection standing so may read, from the bucket or its reserve, or how
@@ -145,6 +149,20 @@ impl Bucket {
         }
         Admission::Wait(until_left.min((needed - self.reserve) / level.rate))
     }
+}
+
+/// What changes a bucket.
+#[derive(Clone, Copy)]
+pub enum Change {
+    /// Bytes read from a connection.
+    Read(f64),
+    /// What a connection costs beyond its bytes: a request refused, a body frame smaller than
+    /// a kilobyte.
+    Cost(f64),
+    /// Bytes that turned out to be a request's head or body.
+    GiveBack(f64),
+    /// Nothing: the connection only asks whether it may read.
+    Nothing,
 }
 
 /// Where a connection stands below a level.

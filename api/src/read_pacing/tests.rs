@@ -199,6 +199,27 @@ async fn requests_refused_cost_a_kilobyte_however_short() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn requests_refused_cost_their_networks_never_a_reserve() {
+    let pacing = ReadPacing::new();
+    pacing
+        .meter("192.0.2.7".parse().unwrap(), false)
+        .read(2 * BURST as usize);
+    // Fresh addresses, each with thirty requests pipelined and refused: more than the /24's
+    // reserve in all.
+    for host in 10..100 {
+        let fresh = pacing.meter(IpAddr::V4([192, 0, 2, host].into()), false);
+        fresh.read(4096);
+        fresh.give_back(4096);
+        for _ in 0..30 {
+            fresh.charge_refused(128);
+        }
+        assert!(fresh.wait().is_some(), "out of good standing");
+    }
+    let neighbour = pacing.meter("192.0.2.200".parse().unwrap(), false);
+    assert_eq!(neighbour.wait(), None);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_connection_gives_back_no_more_than_it_sent() {
     let pacing = ReadPacing::new();
     let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
