@@ -12,9 +12,9 @@
 //! burst; while one of them owes more, the connections under it are not read, so a flood
 //! slows to that pace however many connections, addresses or networks carry it.
 //!
-//! A level that owes is not everyone's wait, though: a connection whose address and networks
-//! below that level owe almost nothing (a client that sends requests, whose bytes are given
-//! back) may still read from the level's reserve ([`bucket`]). A flooding neighbour then holds
+//! A level that owes is not everyone's wait, though: a connection whose address owes almost
+//! nothing (a client that sends requests, whose bytes are given back) may still read from the
+//! level's reserve ([`bucket`]). A flooding neighbour then holds
 //! back its own address, not the other clients of its /24, and networks that flood hold back
 //! themselves, not the networks that do not.
 //!
@@ -98,8 +98,13 @@ impl ReadPacing {
             bucket.refill(level, now);
             // Standing as it was when the connection was let read.
             let owed = bucket.owes(level);
+            // Standing is the address's own: a neighbour's flood that spent their /24 does not
+            // take it away at the /16 or the API's level.
             if index == 0 {
-                standing.address_owes = owed;
+                standing = Standing {
+                    good: owed <= IN_GOOD_STANDING,
+                    address_owes: owed,
+                };
             }
             bucket.change(level, change, standing.good);
             if level.paces {
@@ -111,7 +116,6 @@ impl ReadPacing {
                     }
                 }
             }
-            standing.good &= owed <= IN_GOOD_STANDING;
         }
         buckets.prune(now);
         verdict

@@ -199,6 +199,20 @@ async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_t
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served() {
+    // Sixteen /24s of one /16 spend its bucket; the client asking shares the first /24.
+    let addresses: Vec<String> = (1..=16)
+        .map(|network| format!("127.30.{network}.1"))
+        .collect();
+    // The /16's bucket and its reserve, and the /24s' reserves.
+    let bound = Bound {
+        bursts: 6.0,
+        paces: 8.0,
+    };
+    a_paced_flood_leaves_another_served(&addresses, 96, bound, "127.30.1.200", 32).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
     let addresses: Vec<String> = (0..64)
         .map(|network| format!("127.5.{network}.1"))

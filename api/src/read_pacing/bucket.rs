@@ -2,8 +2,8 @@
 //! read when it is spent.
 //!
 //! Each bucket has a reserve, a quarter of its burst refilled at its pace, that only
-//! connections in good standing below it draw on once the bucket is spent: those whose address
-//! and narrower networks owe at most [`IN_GOOD_STANDING`]. An address's debt is forgiven
+//! connections in good standing draw on once the bucket is spent: those whose address owes at
+//! most [`IN_GOOD_STANDING`], whatever its networks owe (a neighbour's flood is not its own). An address's debt is forgiven
 //! slowly ([`FORGIVEN`] a second), so what it sent besides requests stays against it for
 //! minutes, while a client that sends requests owes nothing once they are read. Of the
 //! connections in good standing, the one whose address owes least reads first: an address
@@ -21,8 +21,8 @@ pub const RATE: f64 = 64.0 * 1024.0;
 /// reads ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
 pub const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 
-/// What an address or network may owe and still be in good standing: a browser's control
-/// frames and a request's head not yet given back.
+/// What an address may owe and still be in good standing: a browser's control frames and a
+/// request's head not yet given back.
 pub const IN_GOOD_STANDING: f64 = 16.0 * 1024.0;
 /// Bytes a second of an address's debt forgiven: more than a browser's control frames.
 pub const FORGIVEN: f64 = 64.0;
@@ -168,7 +168,7 @@ pub enum Change {
 /// Where a connection stands below a level.
 #[derive(Clone, Copy)]
 pub struct Standing {
-    /// Its address and every narrower network owe at most [`IN_GOOD_STANDING`].
+    /// Its address owes at most [`IN_GOOD_STANDING`].
     pub good: bool,
     /// What its address owes: who reads from a reserve first.
     pub address_owes: f64,

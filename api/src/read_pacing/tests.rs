@@ -136,6 +136,25 @@ async fn the_24s_of_one_16_share_its_bucket_too() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_neighbour_of_a_flood_spending_its_16_and_the_api_s_buckets_still_reads() {
+    let pacing = ReadPacing::new();
+    // Sixteen /24s of one /16 spend the /24s', the /16's and the API's buckets, out of good
+    // standing after their first reads.
+    let flooding: Vec<Meter> = (0..16)
+        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
+        .collect();
+    for meter in &flooding {
+        meter.read(2 * IN_GOOD_STANDING as usize);
+    }
+    for meter in &flooding {
+        meter.read(2 * BURST as usize);
+    }
+    let neighbour = pacing.meter("10.1.0.200".parse().unwrap(), false);
+    assert_eq!(neighbour.wait(), None);
+    assert!(flooding.iter().all(|meter| meter.wait().is_some()));
+}
+
+#[tokio::test(start_paused = true)]
 async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read() {
     let pacing = ReadPacing::new();
     let meters: Vec<Meter> = (0..24)
