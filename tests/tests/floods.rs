@@ -123,6 +123,13 @@ async fn a_paced_flood_leaves_another_served(
     drop(flood);
 }
 
+/// The first address of each of the `networks` /24s of the /16 `sixteen` (`127.5`).
+fn one_in_each_24(sixteen: &str, networks: std::ops::RangeInclusive<u8>) -> Vec<String> {
+    networks
+        .map(|network| format!("{sixteen}.{network}.1"))
+        .collect()
+}
+
 /// A /24's burst and pace, all one address may use when it is its network's only one.
 const ONE_24: Bound = Bound {
     bursts: 1.0,
@@ -201,9 +208,7 @@ async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_t
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served() {
     // Sixteen /24s of one /16 spend its bucket; the client asking shares the first /24.
-    let addresses: Vec<String> = (1..=16)
-        .map(|network| format!("127.30.{network}.1"))
-        .collect();
+    let addresses = one_in_each_24("127.30", 1..=16);
     // The /16's bucket and its reserve, and the /24s' reserves.
     let bound = Bound {
         bursts: 6.0,
@@ -214,9 +219,7 @@ async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
-    let addresses: Vec<String> = (0..64)
-        .map(|network| format!("127.5.{network}.1"))
-        .collect();
+    let addresses = one_in_each_24("127.5", 0..=63);
     // The /16's bucket (four times a /24's) and its reserve.
     let bound = Bound {
         bursts: 5.0,

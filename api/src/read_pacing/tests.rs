@@ -112,12 +112,17 @@ async fn an_ipv6_client_is_its_64_and_its_neighbours_are_other_64s() {
     assert_eq!(neighbour.wait(), None);
 }
 
+/// The meters of an address in each of the first `count` /24s of 10.1.0.0/16.
+fn one_in_each_24_of_10_1(pacing: &Arc<ReadPacing>, count: u8) -> Vec<Meter> {
+    (0..count)
+        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_24s_of_one_16_share_its_bucket_too() {
     let pacing = ReadPacing::new();
-    let meters: Vec<Meter> = (0..8)
-        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
-        .collect();
+    let meters = one_in_each_24_of_10_1(&pacing, 8);
     for meter in &meters[..4] {
         meter.read(BURST as usize);
         assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
@@ -140,9 +145,7 @@ async fn a_neighbour_of_a_flood_spending_its_16_and_the_api_s_buckets_still_read
     let pacing = ReadPacing::new();
     // Sixteen /24s of one /16 spend the /24s', the /16's and the API's buckets, out of good
     // standing after their first reads.
-    let flooding: Vec<Meter> = (0..16)
-        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
-        .collect();
+    let flooding = one_in_each_24_of_10_1(&pacing, 16);
     for meter in &flooding {
         meter.read(2 * IN_GOOD_STANDING as usize);
     }
