@@ -92,6 +92,19 @@ fn answers_at_most(started: Instant, connections: usize, bound: Bound) -> f64 {
     read_at_most * 17.0 / 44.0 + connections as f64 * 64.0
 }
 
+/// Once a flood is paced, `asks` requests of the client at `asking`, four a second as an
+/// editor polling a job asks, each served within a second.
+async fn served_while_paced(app: &TestApp, asking: &str, asks: usize) {
+    eventually(Duration::from_secs(10), "the flood is paced", || async {
+        metric(app, "texfleet_http_reads_paced_total").await > 0.0
+    })
+    .await;
+    for _ in 0..asks {
+        served_within(app, asking, Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Floods the API with control frames from `from` over `connections` connections, and checks
 /// that the flood is paced, that the client at `asking` is served `asks` times within a second
 /// each (a quarter of a second apart), and that the API answered no more than `bound` allows.
@@ -105,15 +118,7 @@ async fn a_paced_flood_leaves_another_served(
     let app = TestApp::spawn_api_only(|_| {}).await;
     let started = Instant::now();
     let (flood, answered) = control_frame_flood(&app, from, connections, None).await;
-    eventually(Duration::from_secs(10), "the flood is paced", || async {
-        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
-    })
-    .await;
-    // A client asking four times a second, as an editor polling a job does.
-    for _ in 0..asks {
-        served_within(&app, asking, Duration::from_secs(1)).await;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    served_while_paced(&app, asking, asks).await;
     let answered = answered.load(Ordering::Relaxed) as f64;
     let at_most = answers_at_most(started, connections, bound);
     assert!(
@@ -156,15 +161,7 @@ async fn a_flood_from_addresses_that_each_send_a_little_leaves_the_neighbours_in
     let (_dirty, _) = control_frame_flood(&app, &["127.0.7.1".into()], 4, None).await;
     let spread: Vec<String> = (10..18).map(|host| format!("127.0.7.{host}")).collect();
     let (_spread, _) = control_frame_flood(&app, &spread, 40, Some(48.0 * 1024.0 / 5.0)).await;
-    eventually(Duration::from_secs(10), "the flood is paced", || async {
-        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
-    })
-    .await;
-    // Eight seconds of a neighbour asking four times a second.
-    for _ in 0..32 {
-        served_within(&app, "127.0.7.200", Duration::from_secs(1)).await;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    served_while_paced(&app, "127.0.7.200", 32).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -195,14 +192,7 @@ async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_t
             held.push(stream);
         }
     });
-    eventually(Duration::from_secs(10), "the flood is paced", || async {
-        metric(&app, "texfleet_http_reads_paced_total").await > 0.0
-    })
-    .await;
-    for _ in 0..32 {
-        served_within(&app, "127.0.9.250", Duration::from_secs(1)).await;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    served_while_paced(&app, "127.0.9.250", 32).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
