@@ -14,9 +14,9 @@
 //!
 //! A level that owes is not everyone's wait, though: a connection whose address owes almost
 //! nothing (a client that sends requests, whose bytes are given back) may still read from the
-//! level's reserve ([`bucket`]). A flooding neighbour then holds
-//! back its own address, not the other clients of its /24, and networks that flood hold back
-//! themselves, not the networks that do not.
+//! level's reserve, and the clients of clean networks first ([`bucket`]). A flooding neighbour
+//! then holds back its own address, not the other clients of its /24, and networks that flood
+//! hold back themselves, not the networks that do not.
 //!
 //! A request answered `429` is charged again, a kilobyte at least, so a client pipelining
 //! requests past its rate is paced too, instead of being answered as fast as it sends. A
@@ -33,7 +33,7 @@ use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -76,19 +76,18 @@ impl ReadPacing {
             pacing: (!trusted_proxy).then(|| self.clone()),
             networks,
             unclaimed: Arc::default(),
+            let_read_from_reserve: Arc::default(),
         }
     }
 
-    /// Makes `change` to the buckets of each of `networks` and tells whether the connection
-    /// may read again.
-    fn update(&self, networks: &[Network], change: Change) -> Verdict {
+    /// Makes `change` to the buckets of each of `networks` (a read, to the reserve of those
+    /// `from_reserve` names) and tells whether the connection may read again.
+    fn update(&self, networks: &[Network], change: Change, from_reserve: Levels) -> Verdict {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
         let mut verdict = Verdict::default();
-        let mut standing = Standing {
-            good: true,
-            address_owes: 0.0,
-        };
+        let mut good = true;
+        let mut shares_owed_below = 0.0;
         for (index, network) in networks.iter().enumerate() {
             let level = &LEVELS[network.0];
             let bucket = buckets
@@ -96,23 +95,30 @@ impl ReadPacing {
                 .entry(*network)
                 .or_insert_with(|| Bucket::full(level, now));
             bucket.refill(level, now);
-            // Standing as it was when the connection was let read.
-            let owed = bucket.owes(level);
-            // Standing is the address's own: a neighbour's flood that spent their /24 does not
-            // take it away at the /16 or the API's level.
+            // Standing as it was when the connection was let read. Good standing is the
+            // address's own: a neighbour's flood that spent their /24 does not take it away at
+            // the /16 or the API's level; it only ranks the /24's clients after a clean /24's.
             if index == 0 {
-                standing = Standing {
-                    good: owed <= IN_GOOD_STANDING,
-                    address_owes: owed,
-                };
+                good = bucket.owes() <= IN_GOOD_STANDING;
             }
-            bucket.change(level, change, standing.good);
-            if level.paces {
-                match bucket.admit(level, standing) {
+            let standing = Standing {
+                good,
+                rank: shares_owed_below / index.max(1) as f64,
+            };
+            shares_owed_below += bucket.share_owed(level);
+            let change = match change {
+                Change::Read(bytes) if from_reserve.has(index) => Change::ReadFromReserve(bytes),
+                change => change,
+            };
+            bucket.change(level, change, good);
+            if let Some(pace) = &level.pace {
+                match bucket.admit(pace, standing) {
                     Admission::Read => {}
-                    Admission::FromReserve => verdict.from_reserve = true,
+                    Admission::FromReserve => verdict.from_reserve.add(index),
                     Admission::Wait(seconds) => {
-                        verdict.wait = verdict.wait.max(Duration::from_secs_f64(seconds));
+                        // At least a millisecond: a debt of a few bytes' dust still waits.
+                        let wait = Duration::from_secs_f64(seconds).max(Duration::from_millis(1));
+                        verdict.wait = verdict.wait.max(wait);
                     }
                 }
             }
@@ -122,12 +128,30 @@ impl ReadPacing {
     }
 }
 
-/// Whether a connection may read: after `wait`, and, while it reads from a reserve, a little
-/// at a time.
+/// Whether a connection may read: after `wait`, and, while it reads from the reserves of
+/// `from_reserve`, a little at a time.
 #[derive(Default)]
 struct Verdict {
     wait: Duration,
-    from_reserve: bool,
+    from_reserve: Levels,
+}
+
+/// Some of [`LEVELS`], by index.
+#[derive(Default, Clone, Copy)]
+struct Levels(u8);
+
+impl Levels {
+    fn add(&mut self, index: usize) {
+        self.0 |= 1 << index;
+    }
+
+    fn has(self, index: usize) -> bool {
+        self.0 & (1 << index) != 0
+    }
+
+    fn any(self) -> bool {
+        self.0 != 0
+    }
 }
 
 /// The network of `peer` at `level`; all addresses, IPv4 and IPv6, at the widest.
@@ -163,18 +187,24 @@ pub struct Meter {
     /// reckons it, can be longer than what it took on the wire (bare line ends, HPACK), and
     /// must not give back bytes that another connection's flood owes.
     unclaimed: Arc<AtomicUsize>,
+    /// The levels whose reserves the connection was last let read from: its next read is
+    /// charged to them, and to the other levels' buckets.
+    let_read_from_reserve: Arc<AtomicU8>,
 }
 
 impl Meter {
     /// Counts `bytes` read from the connection.
     fn read(&self, bytes: usize) {
         self.unclaimed.fetch_add(bytes, Ordering::Relaxed);
-        self.change(Change::Read(bytes as f64));
+        let from_reserve = Levels(self.let_read_from_reserve.swap(0, Ordering::Relaxed));
+        if let Some(pacing) = &self.pacing {
+            pacing.update(&self.networks, Change::Read(bytes as f64), from_reserve);
+        }
     }
 
     fn change(&self, change: Change) {
         if let Some(pacing) = &self.pacing {
-            pacing.update(&self.networks, change);
+            pacing.update(&self.networks, change, Levels::default());
         }
     }
 
@@ -215,11 +245,13 @@ impl Meter {
 
     /// Whether the connection may read now, `None` when it is never paced.
     fn admit(&self) -> Option<Verdict> {
-        Some(
+        let verdict =
             self.pacing
                 .as_ref()?
-                .update(&self.networks, Change::Nothing),
-        )
+                .update(&self.networks, Change::Nothing, Levels::default());
+        self.let_read_from_reserve
+            .store(verdict.from_reserve.0, Ordering::Relaxed);
+        Some(verdict)
     }
 }
 
@@ -289,7 +321,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
             }
             let verdict = self.meter.admit().unwrap_or_default();
             if verdict.wait.is_zero() {
-                break verdict.from_reserve;
+                break verdict.from_reserve.any();
             }
             metrics::READS_PACED.inc();
             let wait = verdict.wait.min(LONGEST_WAIT);

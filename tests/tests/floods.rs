@@ -208,6 +208,31 @@ async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_flood_from_fresh_addresses_in_the_24s_of_one_16_leaves_a_clean_24_served() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    // A fresh address every 4 ms, in turn in each of 64 /24s of the asking client's /16, each
+    // sending 64 KiB of control frames over a connection held for two seconds.
+    let address = address_of(&app);
+    let frames = control_frames();
+    let mut fresh = tokio::task::JoinSet::new();
+    fresh.spawn(async move {
+        let mut arrivals = tokio::time::interval(Duration::from_millis(4));
+        let mut held = tokio::task::JoinSet::new();
+        for index in 0..64 * 250 {
+            arrivals.tick().await;
+            let from = format!("127.70.{}.{}", index % 64, 1 + index / 64);
+            let frames = [PREFACE, EMPTY_SETTINGS, &frames[..64 * 1024]].concat();
+            held.spawn(async move {
+                let mut stream = connect_from(&from, address).await;
+                stream.write_all(&frames).await.ok();
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            });
+        }
+    });
+    served_while_paced(&app, "127.70.200.200", 32).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
     let addresses = one_in_each_24("127.5", 0..=63);
     // The /16's bucket (four times a /24's) and its reserve.

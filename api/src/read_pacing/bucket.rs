@@ -1,87 +1,109 @@
-//! What an address, a network or the whole API may still read besides requests, and who may
-//! read when it is spent.
+//! What an address, a network or the whole API may still read besides requests, how clean
+//! each is, and who may read when a network is spent.
 //!
-//! Each bucket has a reserve, a quarter of its burst refilled at its pace, that only
-//! connections in good standing draw on once the bucket is spent: those whose address owes at
-//! most [`IN_GOOD_STANDING`], whatever its networks owe (a neighbour's flood is not its own). An address's debt is forgiven
-//! slowly ([`FORGIVEN`] a second), so what it sent besides requests stays against it for
-//! minutes, while a client that sends requests owes nothing once they are read. Of the
-//! connections in good standing, the one whose address owes least reads first: an address
-//! owing `x` of its standing waits until the reserve holds that share of it. A flood never
-//! touches a reserve; a party spread over many fresh addresses gets one small read from it per
-//! address (a read from a reserve takes at most [`RESERVE_READ`] bytes) before each owes more
-//! than a client that only sends requests, and then reads after it.
+//! Each bucket of a network has a reserve, a quarter of its burst refilled at its pace, that
+//! only connections in good standing draw on once the bucket is spent: those whose address
+//! owes at most [`IN_GOOD_STANDING`], whatever its networks owe (a neighbour's flood is not
+//! its own). What every part sent besides requests is also counted apart, forgiven slowly
+//! ([`Level::forgiven`]): it stays against an address for minutes, against a /24 that carries a
+//! flood spread thin for as long as the flood goes on, while a client that sends requests
+//! owes nothing once they are read. Of the connections in good standing, the one whose
+//! address and networks below the level are cleanest reads first: a connection ranked `x`
+//! (from 0, clean, to 1) waits until the reserve holds that share of it. A flood never touches
+//! a reserve; a party spread over many fresh addresses gets one small read from it per
+//! address (a read from a reserve takes at most [`RESERVE_READ`] bytes), and once its /24s
+//! carry its flood, its fresh addresses read after the clients of clean /24s.
 
 use tokio::time::Instant;
 
-/// Bytes a second a network may send besides requests: a browser's control frames and
-/// window updates are a few kilobytes a minute.
+/// Bytes a second a /24 may send besides requests: a browser's control frames and window
+/// updates are a few kilobytes a minute.
 pub const RATE: f64 = 64.0 * 1024.0;
-/// What a network may send besides requests before it is paced: room, too, for what HTTP/2
-/// reads ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
+/// What a /24 may send besides requests before it is paced: room, too, for what HTTP/2 reads
+/// ahead of a few uploads (a stream's window, 1 MiB) before their handlers take it.
 pub const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 
 /// What an address may owe and still be in good standing: a browser's control frames and a
 /// request's head not yet given back.
 pub const IN_GOOD_STANDING: f64 = 16.0 * 1024.0;
-/// Bytes a second of an address's debt forgiven: more than a browser's control frames.
-pub const FORGIVEN: f64 = 64.0;
 /// The most one read takes from a reserve.
 pub const RESERVE_READ: usize = 4096;
 
 /// A part of the clients whose connections share a bucket: an address (an IPv6 /64, as the
-/// API counts clients), the IPv4 /24 (IPv6 /48) around it, the /16 (/32) around that, as the connections are counted, and all of them
-/// (a prefix of 0), so that one party's 256 /24s share four times one /24's pace, not 256
-/// times, and a flood from many networks does not take the API's whole time either.
+/// API counts clients), the IPv4 /24 (IPv6 /48) around it, the /16 (/32) around that, as the
+/// connections are counted, and all of them (a prefix of 0), so that one party's 256 /24s
+/// share four times one /24's pace, not 256 times, and a flood from many networks does not
+/// take the API's whole time either.
 pub struct Level {
     pub v4: u8,
     pub v6: u8,
+    /// How fast the part's connections are read besides requests; an address has none: its
+    /// /24 paces it.
+    pub pace: Option<Pace>,
+    /// What the part may owe, forgiven at [`Level::forgiven`], and still count as clean.
+    clean: f64,
+    /// Bytes a second of what the part owes forgiven: more than a browser's control frames,
+    /// at an address, and than a few browsers', at a network.
+    pub forgiven: f64,
+}
+
+/// How fast a network is read besides requests.
+pub struct Pace {
     rate: f64,
     burst: f64,
-    /// Whether a spent bucket of this level holds its connections back; an address's only
-    /// tells its standing (and is forgiven slowly), its /24 paces it.
-    pub paces: bool,
 }
 
 pub const LEVELS: [Level; 4] = [
     Level {
         v4: 32,
         v6: 64,
-        rate: FORGIVEN,
-        burst: BURST,
-        paces: false,
+        pace: None,
+        clean: IN_GOOD_STANDING,
+        forgiven: 64.0,
     },
     Level {
         v4: 24,
         v6: 48,
-        rate: RATE,
-        burst: BURST,
-        paces: true,
+        pace: Some(Pace {
+            rate: RATE,
+            burst: BURST,
+        }),
+        clean: 4.0 * IN_GOOD_STANDING,
+        forgiven: 256.0,
     },
     Level {
         v4: 16,
         v6: 32,
-        rate: 4.0 * RATE,
-        burst: 4.0 * BURST,
-        paces: true,
+        pace: Some(Pace {
+            rate: 4.0 * RATE,
+            burst: 4.0 * BURST,
+        }),
+        clean: 16.0 * IN_GOOD_STANDING,
+        forgiven: 1024.0,
     },
     Level {
         v4: 0,
         v6: 0,
-        rate: 16.0 * RATE,
-        burst: 8.0 * BURST,
-        paces: true,
+        pace: Some(Pace {
+            rate: 16.0 * RATE,
+            burst: 8.0 * BURST,
+        }),
+        clean: 64.0 * IN_GOOD_STANDING,
+        forgiven: 4096.0,
     },
 ];
 
-impl Level {
+impl Pace {
     fn reserve(&self) -> f64 {
         self.burst / 4.0
     }
 }
 
-/// What a part of the clients may still read, as of `at`.
+/// What a part of the clients owes and may still read, as of `at`.
 pub struct Bucket {
+    /// What the part sent besides requests, forgiven slowly.
+    owes: f64,
+    /// What a network may still read besides requests.
     left: f64,
     /// What connections in good standing may still read once `left` is spent.
     reserve: f64,
@@ -90,44 +112,72 @@ pub struct Bucket {
 
 impl Bucket {
     pub fn full(level: &Level, now: Instant) -> Bucket {
+        let (left, reserve) = level
+            .pace
+            .as_ref()
+            .map_or((0.0, 0.0), |pace| (pace.burst, pace.reserve()));
         Bucket {
-            left: level.burst,
-            reserve: level.reserve(),
+            owes: 0.0,
+            left,
+            reserve,
             at: now,
         }
     }
 
     pub fn refill(&mut self, level: &Level, now: Instant) {
         let seconds = now.duration_since(self.at).as_secs_f64();
-        self.left = (self.left + level.rate * seconds).min(level.burst);
-        self.reserve = (self.reserve + level.rate * seconds).min(level.reserve());
+        self.owes = (self.owes - level.forgiven * seconds).max(0.0);
+        if let Some(pace) = &level.pace {
+            self.left = (self.left + pace.rate * seconds).min(pace.burst);
+            self.reserve = (self.reserve + pace.rate * seconds).min(pace.reserve());
+        }
         self.at = now;
     }
 
+    /// Whether the bucket is as good as new: it need not be kept.
     pub fn is_full(&self, level: &Level) -> bool {
-        self.left >= level.burst && self.reserve >= level.reserve()
+        self.owes <= 0.0
+            && level
+                .pace
+                .as_ref()
+                .is_none_or(|pace| self.left >= pace.burst && self.reserve >= pace.reserve())
     }
 
-    pub fn owes(&self, level: &Level) -> f64 {
-        level.burst - self.left
+    /// What the part owes, forgiven slowly.
+    pub fn owes(&self) -> f64 {
+        self.owes
     }
 
-    /// Charges or gives back. A read of a connection in good standing comes from the reserve
-    /// once the bucket is spent, and what it gives back goes to the reserve first; a cost
-    /// beyond what was read (a refused request) never comes from a reserve, which is for
-    /// reading requests.
+    /// How far the part is from clean: 0 clean, 1 owing all it may and more.
+    pub fn share_owed(&self, level: &Level) -> f64 {
+        (self.owes / level.clean).min(1.0)
+    }
+
+    /// Charges or gives back. A read comes from the reserve only where the connection was let
+    /// read from it; what a connection in good standing gives back goes to the reserve first;
+    /// a cost beyond what was read (a refused request) never comes from a reserve, which is
+    /// for reading requests.
     pub fn change(&mut self, level: &Level, change: Change, in_good_standing: bool) {
-        let in_good_standing = in_good_standing && level.paces;
         match change {
-            Change::Read(bytes) if in_good_standing && self.left < 0.0 => self.reserve -= bytes,
+            Change::Read(bytes) | Change::ReadFromReserve(bytes) | Change::Cost(bytes) => {
+                self.owes += bytes
+            }
+            Change::GiveBack(bytes) => self.owes = (self.owes - bytes).max(0.0),
+            Change::Nothing => {}
+        }
+        let Some(pace) = &level.pace else {
+            return;
+        };
+        match change {
+            Change::ReadFromReserve(bytes) => self.reserve -= bytes,
             Change::Read(bytes) | Change::Cost(bytes) => self.left -= bytes,
             Change::GiveBack(bytes) => {
                 let to_reserve = match in_good_standing {
-                    true => bytes.min(level.reserve() - self.reserve).max(0.0),
+                    true => bytes.min(pace.reserve() - self.reserve).max(0.0),
                     false => 0.0,
                 };
                 self.reserve += to_reserve;
-                self.left = (self.left + bytes - to_reserve).min(level.burst);
+                self.left = (self.left + bytes - to_reserve).min(pace.burst);
             }
             Change::Nothing => {}
         }
@@ -135,19 +185,19 @@ impl Bucket {
 
     /// Whether a connection standing so may read, from the bucket or its reserve, or how
     /// many seconds it must wait.
-    pub fn admit(&self, level: &Level, standing: Standing) -> Admission {
+    pub fn admit(&self, pace: &Pace, standing: Standing) -> Admission {
         if self.left >= 0.0 {
             return Admission::Read;
         }
-        let until_left = -self.left / level.rate;
+        let until_left = -self.left / pace.rate;
         if !standing.good {
             return Admission::Wait(until_left);
         }
-        let needed = level.reserve() * standing.address_owes.max(0.0) / IN_GOOD_STANDING;
+        let needed = pace.reserve() * standing.rank;
         if self.reserve >= needed {
             return Admission::FromReserve;
         }
-        Admission::Wait(until_left.min((needed - self.reserve) / level.rate))
+        Admission::Wait(until_left.min((needed - self.reserve) / pace.rate))
     }
 }
 
@@ -156,6 +206,8 @@ impl Bucket {
 pub enum Change {
     /// Bytes read from a connection.
     Read(f64),
+    /// Bytes read from a connection let read from the bucket's reserve.
+    ReadFromReserve(f64),
     /// What a connection costs beyond its bytes: a request refused, a body frame smaller than
     /// a kilobyte.
     Cost(f64),
@@ -170,8 +222,9 @@ pub enum Change {
 pub struct Standing {
     /// Its address owes at most [`IN_GOOD_STANDING`].
     pub good: bool,
-    /// What its address owes: who reads from a reserve first.
-    pub address_owes: f64,
+    /// Who reads from a reserve first: how far its address and its networks below the level
+    /// are from clean, on average, from 0 to 1.
+    pub rank: f64,
 }
 
 /// What a bucket lets a connection do.

@@ -53,12 +53,26 @@ async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touch
         "requests give back to the reserve first"
     );
     // Clean addresses that flood spend the reserve (a quarter of the burst), then wait too.
+    assert_eq!(spread.wait(), None, "let read from the reserve");
     spread.read(BURST as usize / 4 + 1);
     assert!(spread.wait().is_some());
     assert!(clean.wait().is_some(), "the reserve is spent");
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(clean.wait(), None, "the reserve refills");
     assert!(flooding.wait().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_let_from_the_bucket_never_comes_from_the_reserve() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    let clean = pacing.meter("192.0.2.8".parse().unwrap(), false);
+    let neighbour = pacing.meter("192.0.2.9".parse().unwrap(), false);
+    // Let read while its /24 owes nothing; a flood spends the bucket before the read ends.
+    assert_eq!(clean.wait(), None);
+    flooding.read(2 * BURST as usize);
+    clean.read(BURST as usize / 4 + 1);
+    assert_eq!(neighbour.wait(), None, "the reserve is whole");
 }
 
 #[tokio::test(start_paused = true)]
@@ -71,9 +85,9 @@ async fn of_the_clients_in_good_standing_the_one_owing_least_reads_first() {
     // Half its standing in bytes that are not requests: still in good standing.
     owing.read(IN_GOOD_STANDING as usize / 2);
     assert_eq!(owing.wait(), None, "the reserve is full");
-    pacing
-        .meter("192.0.2.10".parse().unwrap(), false)
-        .read(BURST as usize / 4);
+    let spending = pacing.meter("192.0.2.10".parse().unwrap(), false);
+    assert_eq!(spending.wait(), None, "let read from the reserve");
+    spending.read(BURST as usize / 4);
     // The reserve refills: the client that owes nothing reads first; the one that owes half
     // its standing once the reserve holds half.
     tokio::time::advance(Duration::from_millis(200)).await;
@@ -158,6 +172,33 @@ async fn a_neighbour_of_a_flood_spending_its_16_and_the_api_s_buckets_still_read
 }
 
 #[tokio::test(start_paused = true)]
+async fn fresh_addresses_of_24s_that_carry_a_flood_read_after_a_clean_24_s_client() {
+    let pacing = ReadPacing::new();
+    let neighbour = pacing.meter("10.1.200.200".parse().unwrap(), false);
+    // 250 never-seen addresses a second across 64 /24s of the neighbour's /16, each sending
+    // 64 KiB besides requests as fast as it is let read, for ten seconds.
+    let mut flooding = Vec::new();
+    for tick in 0..2500u16 {
+        let peer = IpAddr::V4([10, 1, (tick % 64) as u8, (1 + tick / 64) as u8].into());
+        flooding.push((pacing.meter(peer, false), 16));
+        for (meter, reads) in &mut flooding {
+            if meter.wait().is_none() {
+                meter.read(4096);
+                *reads -= 1;
+            }
+        }
+        flooding.retain(|(_, reads)| *reads > 0);
+        if tick >= 250 {
+            assert_eq!(neighbour.wait(), None, "after {} ms", 4 * tick);
+        }
+        neighbour.read(256);
+        neighbour.give_back(256);
+        tokio::time::advance(Duration::from_millis(4)).await;
+    }
+    assert!(flooding.len() > 1000, "the flood is paced");
+}
+
+#[tokio::test(start_paused = true)]
 async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read() {
     let pacing = ReadPacing::new();
     let meters: Vec<Meter> = (0..24)
@@ -176,11 +217,10 @@ async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read
     assert!(meters[..8].iter().all(|meter| meter.wait().is_some()));
     // Networks in good standing read from the API's reserve, two /24s' burst, until it is
     // spent; then everyone waits.
-    assert_eq!(meters[8].wait(), None);
-    for meter in &meters[8..16] {
-        meter.read(BURST as usize / 4);
+    for (index, meter) in meters[8..=16].iter().enumerate() {
+        assert_eq!(meter.wait(), None, "let read from the API's reserve");
+        meter.read(if index < 8 { BURST as usize / 4 } else { 1 });
     }
-    meters[16].read(1);
     assert!(meters.iter().all(|meter| meter.wait().is_some()));
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(meters[17].wait(), None, "the API's reserve refills");
