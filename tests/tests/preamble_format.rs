@@ -6,7 +6,8 @@
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
-    pasted, pdf_pages_rendered, second_after, succeeded_text, two_sections_with_style, TestApp,
+    pasted, pdf_pages_rendered, second_after, succeeded_text, two_sections_with_style, write_file,
+    TestApp,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -328,4 +329,45 @@ async fn a_format_that_makes_passes_loop_is_dropped_and_costs_a_compile_half_its
     let honest = second_after(&app, document("Draft."), document("\\greet{} world.")).await;
     assert!(succeeded_text(&app, &honest).await.contains("Hello world."));
     assert_eq!(honest["preamble_cache"], "miss", "{honest:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_of_the_format_that_would_run_past_the_timeout_stops_in_time() {
+    let app = TestApp::spawn().await;
+    // The pass that checks the format, the first to find flag.tex, never ends.
+    let request = json!({ "timeout_seconds": 12, "input_latex": format!(
+        "\\documentclass{{article}}\n\\begin{{document}}\
+         \\IfFileExists{{flag.tex}}{{\\loop\\iftrue\\repeat}}{{{}}}Spun.\\end{{document}}",
+        write_file("flag.tex", "x")
+    ) });
+    let first = app.compile(request.clone()).await;
+    let log = app.log(first.id()).await;
+    assert_eq!(first["status"], "Succeeded", "{first:#}\n{log}");
+    assert!(
+        log.contains("keeping the preamble as a format: a pass with the format fails"),
+        "{log}"
+    );
+    assert!(succeeded_text(&app, &first).await.contains("Spun."));
+    let second = app.compile(request).await;
+    assert_eq!(second["status"], "Succeeded", "{second:#}");
+    assert_ne!(second["preamble_cache"], "hit", "{second:#}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_check_of_the_format_runs_through_the_shell_escape_is_in_the_log() {
+    let app = TestApp::spawn().await;
+    // The check pass, the first to find flag.tex, runs a command and asks xdvipdfmx to put
+    // the shell escape's record into the PDF.
+    let job = app
+        .compile(json!({ "engine": "xelatex", "input_latex": format!(
+            "\\documentclass{{minimal}}\\usepackage[T1]{{fontenc}}\n\\begin{{document}}\
+             \\IfFileExists{{flag.tex}}{{\\immediate\\write18{{kpsewhich main.tex}}\
+             \\special{{pdf:fstream @rec (/tmp/texfleet-shell-escape)}}\
+             \\special{{pdf:put @catalog << /TexfleetRecord @rec >>}}}}{{{}}}Checked.\\end{{document}}",
+            write_file("flag.tex", "x")
+        ) }))
+        .await;
+    assert!(succeeded_text(&app, &job).await.contains("Checked."));
+    let log = app.log(job.id()).await;
+    assert!(log.contains("kpsewhich 'main.tex'"), "{log}");
 }

@@ -175,7 +175,7 @@ pub fn run() -> io::Result<()> {
 
 /// Keeps the preamble as a format, unless half of the timeout is spent: the dump and its check
 /// take about two passes, and would risk the compile's timeout for what only speeds up the
-/// next one.
+/// next one; they get what is left of the timeout but a quarter.
 fn dump_in_time(
     steps: &mut Steps,
     spec: &JobSpec,
@@ -188,6 +188,10 @@ fn dump_in_time(
         return (None, Vec::new());
     }
     let main_folder = Path::new(&spec.main).parent().unwrap_or(Path::new(""));
+    // The dump and its check end before the compile's deadline, with time to hand on.
+    let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
+    let margin = (timeout / 4).max(std::time::Duration::from_secs(1));
+    steps.until = Some(started + timeout.saturating_sub(margin));
     let (dump, format) = preamble::dump(
         steps,
         engine,
@@ -196,6 +200,7 @@ fn dump_in_time(
         &spec.files,
         spec.halt_on_error,
     );
+    steps.until = None;
     (Some(dump), format)
 }
 

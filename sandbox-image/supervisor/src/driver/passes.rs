@@ -124,13 +124,28 @@ struct Budget {
 }
 
 impl Budget {
-    /// What is left of it for the next pass, `None` when it does not bound the pass.
-    fn left(&self, with_format: bool) -> Option<u64> {
-        let total = self
-            .cpu_seconds
-            .filter(|_| self.from_restored || with_format)?;
-        Some(total.saturating_sub(self.started.elapsed().as_secs()))
+    /// How it bounds the next pass, `with_format` or not. Spent, a run from the last compile's
+    /// files stops (to run again from nothing); a run with only the format goes on without
+    /// it: the format is the document's own preamble, which the job's deadline bounds.
+    fn bound(&self, with_format: bool) -> Bound {
+        let Some(total) = self.cpu_seconds.filter(|_| self.from_restored || with_format) else {
+            return Bound::Unbounded;
+        };
+        match total.saturating_sub(self.started.elapsed().as_secs()) {
+            0 if self.from_restored => Bound::Spent,
+            0 => Bound::WithoutFormat,
+            left => Bound::CpuSeconds(left),
+        }
     }
+}
+
+/// How a run's budget bounds its next pass.
+#[derive(Debug, PartialEq)]
+enum Bound {
+    Unbounded,
+    CpuSeconds(u64),
+    WithoutFormat,
+    Spent,
 }
 
 /// A pass that ran to its end, and what it read and wrote.
@@ -167,6 +182,25 @@ fn try_pass(
         );
         format.path = None;
     }
+    // What is left of the run's budget bounds this pass.
+    let left = match shared.budget.bound(format.path.is_some()) {
+        Bound::Unbounded => None,
+        Bound::CpuSeconds(left) => Some(left),
+        Bound::WithoutFormat => {
+            steps.trace.push(
+                "texfleet: the passes with the project's preamble format ran out of their time; the passes go on without it"
+                    .into(),
+            );
+            format.path = None;
+            None
+        }
+        Bound::Spent => {
+            steps.trace.push(
+                "texfleet: the passes from the last compile's files ran out of their time".into(),
+            );
+            return None;
+        }
+    };
     let before = fingerprints::fingerprints(generated);
     // A pass that writes no output must not leave the last one's behind.
     let _ = fs::remove_file(engine.pass_output());
@@ -178,15 +212,6 @@ fn try_pass(
         &environment,
     );
     let started = std::time::Instant::now();
-    // What is left of the run's budget bounds this pass.
-    let left = shared.budget.left(format.path.is_some());
-    if left == Some(0) {
-        steps.trace.push(
-            "texfleet: the passes from the last compile's files or format ran out of their time"
-                .into(),
-        );
-        return None;
-    }
     let limits: Vec<_> = left
         .map(|left| (Resource::RLIMIT_CPU, left))
         .into_iter()
@@ -261,4 +286,30 @@ fn is_trivial_aux(path: &Path) -> bool {
                 line.is_empty() || line == "\\relax" || line.starts_with("\\gdef \\@abspage@last{")
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn spent(from_restored: bool) -> Budget {
+        Budget {
+            cpu_seconds: Some(10),
+            from_restored,
+            started: Instant::now() - Duration::from_secs(11),
+        }
+    }
+
+    #[test]
+    fn a_run_with_only_the_format_goes_on_without_it_once_its_budget_is_spent() {
+        assert_eq!(spent(false).bound(true), Bound::WithoutFormat);
+        assert_eq!(spent(false).bound(false), Bound::Unbounded);
+        assert_eq!(spent(true).bound(true), Bound::Spent);
+        let fresh = Budget {
+            started: Instant::now(),
+            ..spent(true)
+        };
+        assert_eq!(fresh.bound(false), Bound::CpuSeconds(10));
+    }
 }

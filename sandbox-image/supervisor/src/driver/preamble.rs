@@ -97,6 +97,7 @@ pub fn dump(
         let _ = fs::rename(name, aside(name));
     }
     let exit = steps.run(&program);
+    steps.note_shell_escapes();
     let judged = judge(exit, folder, &sources);
     // The check pass compiles the whole document again.
     let checked = files::replace(Path::new(main), &sent)
@@ -157,7 +158,10 @@ fn check(
     // The compile ended well, so must the pass (a preamble on the line of `\begin{document}`
     // is read again after the format and fails). Its PDF may become the compile's: it is made
     // as the compile's is.
-    if !steps.run(&pass).is_some_and(Exit::success) {
+    let ran = steps.run(&pass);
+    // Before xdvipdfmx, which could read the record into the PDF.
+    steps.note_shell_escapes();
+    if !ran.is_some_and(Exit::success) {
         return Err("a pass with the format fails".into());
     }
     if !finish::finish(steps, engine) {

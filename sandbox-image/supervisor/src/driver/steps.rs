@@ -9,6 +9,7 @@ use nix::sys::resource::Resource;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::Path;
+use std::time::Instant;
 use texfleet_sandbox::shell_escape;
 
 /// The longest excerpt of a failing tool's own log copied into the job's log.
@@ -30,6 +31,9 @@ pub struct Steps {
     /// Whether Landlock confines every program (not under gVisor or an old kernel): tools
     /// whose only bound on reads is Landlock run only then.
     pub files_confined: bool,
+    /// When set, no program starts past it, and each may use only the CPU seconds left until
+    /// then: what only speeds up the next compile must not take this one's timeout.
+    pub until: Option<Instant>,
 }
 
 impl Steps {
@@ -39,6 +43,7 @@ impl Steps {
             last_inputs: HashMap::new(),
             trace: Vec::new(),
             files_confined: false,
+            until: None,
         }
     }
 
@@ -72,9 +77,23 @@ impl Steps {
         self.run_limited(program, &[])
     }
 
-    /// [`Tools::run`] under limits of its own, below those the compile inherits.
+    /// [`Steps::run`] under limits of its own, below those the compile inherits.
     pub fn run_limited(&mut self, program: &Program, limits: &[(Resource, u64)]) -> Option<Exit> {
         let command = program.args.join(" ");
+        let mut limits = limits.to_vec();
+        if let Some(until) = self.until {
+            let left = until.saturating_duration_since(Instant::now()).as_secs();
+            if left == 0 {
+                self.trace
+                    .push(format!("texfleet: did not run {command}: out of time"));
+                return None;
+            }
+            let is_cpu = |&(resource, _): &(Resource, u64)| resource == Resource::RLIMIT_CPU;
+            let cpu = limits.iter().filter(|limit| is_cpu(limit)).map(|&(_, seconds)| seconds);
+            let cpu = cpu.chain([left]).min().unwrap_or(left);
+            limits.retain(|limit| !is_cpu(limit));
+            limits.push((Resource::RLIMIT_CPU, cpu));
+        }
         // A new file: what the last program left there may be a link or a FIFO.
         let _ = std::fs::remove_file(TOOL_OUTPUT);
         let output = File::options()
@@ -83,7 +102,7 @@ impl Steps {
             .create_new(true)
             .open(TOOL_OUTPUT);
         let exit = match output {
-            Ok(output) => process::run(program, Some(&output), limits),
+            Ok(output) => process::run(program, Some(&output), &limits),
             Err(error) => Err(error),
         };
         process::end_strays();
