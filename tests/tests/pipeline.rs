@@ -103,6 +103,26 @@ async fn every_engine_compiles() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_postscript_figure_compiles_under_pdflatex_and_xelatex_with_a_short_timeout() {
+    let app = TestApp::spawn().await;
+    let figure = "%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 300 50\n\
+                  /Helvetica findfont 10 scalefont setfont 5 20 moveto (Drawn by Ghostscript) show\n\
+                  showpage\n";
+    for engine in ["pdflatex", "xelatex"] {
+        // Shorter than the CPU seconds a figure's conversion is given.
+        let job = app
+            .compile(
+                json!({ "engine": engine, "timeout_seconds": 20, "input_latex":
+                "\\documentclass{article}\\usepackage{graphicx}\\begin{document}\
+                 Figure: \\includegraphics{fig}\\end{document}",
+                "files": [{ "path": "fig.eps", "content": figure }] }),
+            )
+            .await;
+        assert_succeeded_with_text(&app, &job, &["Figure:", "Drawn by Ghostscript"]).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_undefined_control_sequence_fails_with_a_diagnostic_naming_its_line() {
     let app = TestApp::spawn().await;
     let document =

@@ -5,7 +5,7 @@
 
 use crate::confine;
 use nix::errno::Errno;
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{dup2, execve, fork, ForkResult, Pid};
@@ -171,7 +171,9 @@ pub fn run(
 ) -> io::Result<Exit> {
     wait(spawn(program, None, output, || {
         for &(resource, limit) in limits {
-            setrlimit(resource, limit, limit).map_err(io::Error::other)?;
+            // Never above what this process may use: a hard limit cannot be raised.
+            let (_, hard) = getrlimit(resource).map_err(io::Error::other)?;
+            setrlimit(resource, limit.min(hard), limit.min(hard)).map_err(io::Error::other)?;
         }
         if program.records_shell_escapes {
             let record = OpenOptions::new()

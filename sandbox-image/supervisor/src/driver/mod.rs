@@ -50,6 +50,11 @@ extern "C" fn on_interrupt(_signal: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// Ends every process of the compile but this one (SIGALRM, set by [`Steps::until`]).
+extern "C" fn on_alarm(_signal: nix::libc::c_int) {
+    process::end_strays();
+}
+
 /// The driver's exit status when an engine pass or the step after the last one failed: the
 /// verdict under `halt_on_error` rests on it, not on the log, which the document can rewrite.
 const ENGINE_FAILED: i32 = 1;
@@ -69,6 +74,13 @@ pub fn run() -> io::Result<()> {
     );
     // SAFETY: the handler only stores to an atomic.
     unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::other)?;
+    let alarm = SigAction::new(
+        SigHandler::Handler(on_alarm),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only calls kill.
+    unsafe { sigaction(Signal::SIGALRM, &alarm) }.map_err(io::Error::other)?;
     let landlock = confine::restrict_files(confine::WRITABLE)?;
     // The API checked the path; a spec that did not come through it must not move the compile.
     if !names::is_safe_path(&spec.main) || !spec.files.iter().any(|f| f.path == spec.main) {
@@ -200,8 +212,18 @@ fn dump_in_time(
         &spec.files,
         spec.halt_on_error,
     );
+    let out_of_time = steps
+        .until
+        .is_some_and(|until| std::time::Instant::now() >= until);
     steps.until = None;
-    (Some(dump), format)
+    match dump {
+        // Not the preamble's fault: a later compile may keep it.
+        Dump::Refused { .. } if out_of_time => {
+            steps.skip("keeping the preamble as a format: it ran out of time".into());
+            (None, Vec::new())
+        }
+        dump => (Some(dump), format),
+    }
 }
 
 /// Clears what the passes from the last compile's files made and runs `passes` again from the

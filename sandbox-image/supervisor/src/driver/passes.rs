@@ -128,7 +128,10 @@ impl Budget {
     /// files stops (to run again from nothing); a run with only the format goes on without
     /// it: the format is the document's own preamble, which the job's deadline bounds.
     fn bound(&self, with_format: bool) -> Bound {
-        let Some(total) = self.cpu_seconds.filter(|_| self.from_restored || with_format) else {
+        let Some(total) = self
+            .cpu_seconds
+            .filter(|_| self.from_restored || with_format)
+        else {
             return Bound::Unbounded;
         };
         match total.saturating_sub(self.started.elapsed().as_secs()) {

@@ -31,8 +31,9 @@ pub struct Steps {
     /// Whether Landlock confines every program (not under gVisor or an old kernel): tools
     /// whose only bound on reads is Landlock run only then.
     pub files_confined: bool,
-    /// When set, no program starts past it, and each may use only the CPU seconds left until
-    /// then: what only speeds up the next compile must not take this one's timeout.
+    /// When set, no program starts past it, and each is ended then (an alarm, see
+    /// [`super::on_alarm`]): what only speeds up the next compile must not take this one's
+    /// timeout.
     pub until: Option<Instant>,
 }
 
@@ -80,20 +81,18 @@ impl Steps {
     /// [`Steps::run`] under limits of its own, below those the compile inherits.
     pub fn run_limited(&mut self, program: &Program, limits: &[(Resource, u64)]) -> Option<Exit> {
         let command = program.args.join(" ");
-        let mut limits = limits.to_vec();
-        if let Some(until) = self.until {
-            let left = until.saturating_duration_since(Instant::now()).as_secs();
-            if left == 0 {
-                self.trace
-                    .push(format!("texfleet: did not run {command}: out of time"));
-                return None;
-            }
-            let is_cpu = |&(resource, _): &(Resource, u64)| resource == Resource::RLIMIT_CPU;
-            let cpu = limits.iter().filter(|limit| is_cpu(limit)).map(|&(_, seconds)| seconds);
-            let cpu = cpu.chain([left]).min().unwrap_or(left);
-            limits.retain(|limit| !is_cpu(limit));
-            limits.push((Resource::RLIMIT_CPU, cpu));
-        }
+        // Past `until`, the alarm ends the program and whatever it started.
+        let alarm = match self.until {
+            Some(until) => match until.saturating_duration_since(Instant::now()).as_secs() {
+                0 => {
+                    self.trace
+                        .push(format!("texfleet: did not run {command}: out of time"));
+                    return None;
+                }
+                left => Some(left as u32),
+            },
+            None => None,
+        };
         // A new file: what the last program left there may be a link or a FIFO.
         let _ = std::fs::remove_file(TOOL_OUTPUT);
         let output = File::options()
@@ -102,7 +101,14 @@ impl Steps {
             .create_new(true)
             .open(TOOL_OUTPUT);
         let exit = match output {
-            Ok(output) => process::run(program, Some(&output), &limits),
+            Ok(output) => {
+                if let Some(seconds) = alarm {
+                    nix::unistd::alarm::set(seconds);
+                }
+                let exit = process::run(program, Some(&output), limits);
+                nix::unistd::alarm::cancel();
+                exit
+            }
             Err(error) => Err(error),
         };
         process::end_strays();
