@@ -344,13 +344,14 @@ async fn a_check_of_the_format_that_would_run_past_the_timeout_stops_in_time() {
     let log = app.log(first.id()).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}\n{log}");
     assert!(
-        log.contains("keeping the preamble as a format: a pass with the format fails"),
+        log.contains("keeping the preamble as a format: it ran out of time"),
         "{log}"
     );
     assert!(succeeded_text(&app, &first).await.contains("Spun."));
+    // Out of time is not the preamble's fault: the next compile tries again.
     let second = app.compile(request).await;
     assert_eq!(second["status"], "Succeeded", "{second:#}");
-    assert_ne!(second["preamble_cache"], "hit", "{second:#}");
+    assert_eq!(second["preamble_cache"], "miss", "{second:#}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
