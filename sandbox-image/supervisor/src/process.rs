@@ -169,7 +169,16 @@ pub fn run(
     output: Option<&File>,
     limits: &[(Resource, u64)],
 ) -> io::Result<Exit> {
-    wait(spawn(program, None, output, || {
+    wait(start(program, output, limits)?)
+}
+
+/// Starts `program` as [`run`] does, without waiting for it.
+pub fn start(
+    program: &Program,
+    output: Option<&File>,
+    limits: &[(Resource, u64)],
+) -> io::Result<Pid> {
+    spawn(program, None, output, || {
         for &(resource, limit) in limits {
             // Never above what this process may use: a hard limit cannot be raised.
             let (_, hard) = getrlimit(resource).map_err(io::Error::other)?;
@@ -191,5 +200,5 @@ pub fn run(
             Some(others) => texfleet_sandbox::execution::restrict_execution(&program.path, others),
             None => Ok(()),
         }
-    })?)
+    })
 }

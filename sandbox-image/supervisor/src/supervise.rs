@@ -172,13 +172,16 @@ fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<(Exit, io::Result<Option
 static DEADLINE_STAGE: AtomicU8 = AtomicU8::new(0);
 
 extern "C" fn on_deadline(_signal: nix::libc::c_int) {
-    // Only async-signal-safe calls: atomics, kill and alarm.
+    // Only async-signal-safe calls: atomics, kill and alarm; errno as the interrupted code
+    // left it.
+    let errno = nix::errno::Errno::last_raw();
     if DEADLINE_STAGE.fetch_add(1, Ordering::SeqCst) == 0 {
         let _ = kill(Pid::from_raw(-1), Signal::SIGINT);
         nix::unistd::alarm::set(STOP_GRACE_SECONDS);
     } else {
         let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     }
+    nix::errno::Errno::set_raw(errno);
 }
 
 /// The deadline is an alarm, not a thread (gVisor refuses ours under the seccomp profile):

@@ -52,7 +52,10 @@ extern "C" fn on_interrupt(_signal: nix::libc::c_int) {
 
 /// Ends every process of the compile but this one (SIGALRM, set by [`Steps::until`]).
 extern "C" fn on_alarm(_signal: nix::libc::c_int) {
+    // kill may set errno, which the interrupted code may be about to read.
+    let errno = nix::errno::Errno::last_raw();
     process::end_strays();
+    nix::errno::Errno::set_raw(errno);
 }
 
 /// The driver's exit status when an engine pass or the step after the last one failed: the

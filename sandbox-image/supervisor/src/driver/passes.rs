@@ -189,6 +189,7 @@ fn try_pass(
     let left = match shared.budget.bound(format.path.is_some()) {
         Bound::Unbounded => None,
         Bound::CpuSeconds(left) => Some(left),
+        // Not blamed: passes that take long are the document's, with the format or without.
         Bound::WithoutFormat => {
             steps.trace.push(
                 "texfleet: the passes with the project's preamble format ran out of their time; the passes go on without it"

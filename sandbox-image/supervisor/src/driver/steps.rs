@@ -101,14 +101,15 @@ impl Steps {
             .create_new(true)
             .open(TOOL_OUTPUT);
         let exit = match output {
-            Ok(output) => {
+            // Armed once the program exists: an alarm before the fork would end nothing.
+            Ok(output) => process::start(program, Some(&output), limits).and_then(|child| {
                 if let Some(seconds) = alarm {
                     nix::unistd::alarm::set(seconds);
                 }
-                let exit = process::run(program, Some(&output), limits);
+                let exit = process::wait(child);
                 nix::unistd::alarm::cancel();
                 exit
-            }
+            }),
             Err(error) => Err(error),
         };
         process::end_strays();
