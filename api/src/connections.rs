@@ -18,8 +18,8 @@
 //! many addresses and networks count as one. Of that client's connections an idle one goes
 //! first, then one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
 //! newcomer, which has had no time to send one), and one serving a request last; within each,
-//! the oldest progress. When every /16 and /32 holds one connection, that choice is made among
-//! all of them. Trusted proxies' connections carry everyone's requests: they are no client
+//! the oldest progress. Where networks or addresses tie, that choice is made among all their
+//! connections, never by address (when every /16 and /32 holds one, among all connections). Trusted proxies' connections carry everyone's requests: they are no client
 //! holding many, and go only when nothing else is open. One address holds at most
 //! `max_per_address` connections, except a trusted proxy.
 

@@ -27,8 +27,8 @@
 //! which cannot give back what it has counted.
 
 use crate::metrics;
-use bucket::{Admission, Bucket, Change, Level, Standing, IN_GOOD_STANDING, LEVELS, RESERVE_READ};
-use std::collections::HashMap;
+use bucket::{Admission, Change, Standing, IN_GOOD_STANDING, LEVELS, RESERVE_READ};
+use networks::{network_of, Buckets, Network};
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -42,22 +42,10 @@ use tokio::time::{Instant, Sleep};
 
 /// The longest a paced read waits before it looks at its networks' buckets again.
 const LONGEST_WAIT: Duration = Duration::from_millis(250);
-/// Buckets kept before the full ones (as good as new) are dropped.
-const PRUNE_AT: usize = 1024;
-
 /// The buckets of the networks that owe something.
 #[derive(Default)]
 pub struct ReadPacing {
     buckets: Mutex<Buckets>,
-}
-
-/// A network: its level in [`LEVELS`] and its first address.
-type Network = (usize, IpAddr);
-
-#[derive(Default)]
-struct Buckets {
-    by_network: HashMap<Network, Bucket>,
-    prune_at: usize,
 }
 
 impl ReadPacing {
@@ -83,18 +71,15 @@ impl ReadPacing {
     /// Makes `change` to the buckets of each of `networks` (a read, to the reserve of those
     /// `from_reserve` names) and tells whether the connection may read again.
     fn update(&self, networks: &[Network], change: Change, from_reserve: Levels) -> Verdict {
-        let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("not poisoned");
+        let now = Instant::now();
+        buckets.use_at(networks, now);
         let mut verdict = Verdict::default();
         let mut good = true;
         let mut shares_owed_below = 0.0;
         for (index, network) in networks.iter().enumerate() {
             let level = &LEVELS[network.0];
-            let bucket = buckets
-                .by_network
-                .entry(*network)
-                .or_insert_with(|| Bucket::full(level, now));
-            bucket.refill(level, now);
+            let bucket = buckets.get_mut(network);
             // Standing as it was when the connection was let read. Good standing is the
             // address's own: a neighbour's flood that spent their /24 does not take it away at
             // the /16 or the API's level; it only ranks the /24's clients after a clean /24's.
@@ -151,30 +136,6 @@ impl Levels {
 
     fn any(self) -> bool {
         self.0 != 0
-    }
-}
-
-/// The network of `peer` at `level`; all addresses, IPv4 and IPv6, at the widest.
-fn network_of(peer: IpAddr, level: &Level) -> IpAddr {
-    if level.v4 == 0 {
-        return IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
-    }
-    texfleet_core::network::of(peer, level.v4, level.v6)
-}
-
-impl Buckets {
-    /// Drops the buckets that have refilled, once the map has doubled since it was last
-    /// pruned: a bucket as good as new need not be kept.
-    fn prune(&mut self, now: Instant) {
-        if self.by_network.len() < self.prune_at.max(PRUNE_AT) {
-            return;
-        }
-        self.by_network.retain(|(level, _), bucket| {
-            let level = &LEVELS[*level];
-            bucket.refill(level, now);
-            !bucket.is_full(level)
-        });
-        self.prune_at = 2 * self.by_network.len();
     }
 }
 
@@ -374,5 +335,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Paced<S> {
 }
 
 mod bucket;
+mod networks;
 #[cfg(test)]
 mod tests;

@@ -2,39 +2,44 @@
 
 use super::open::{network, Open, NETWORKS};
 use super::Activity;
+use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 impl Open {
-    /// The connection to close to make room: from the widest network (IPv4 /16, IPv6 /32)
-    /// holding the most down through each narrower one holding the most to the address holding
-    /// the most, the first of its connections to give way ([`order`]). When every widest
-    /// network holds one, the first of all to give way. Trusted proxies' connections go only
-    /// when nothing else is open.
+    /// The connection to close to make room: from the widest networks (IPv4 /16, IPv6 /32)
+    /// holding the most down through the narrower ones holding the most within them to the
+    /// addresses holding the most, the first of their connections to give way ([`order`]). A
+    /// tie is never broken by address: a client alone in its /24 beside many others alone in
+    /// theirs would then be closed for its number. Trusted proxies' connections go only when
+    /// nothing else is open.
     pub(super) fn to_close(&self) -> Option<u64> {
         let [widest, narrower @ ..] = &self.per_network;
-        let Some((&heaviest, &count)) = widest.iter().max_by_key(|&(net, count)| (*count, *net))
-        else {
+        if widest.is_empty() {
             return self.first_to_give_way(self.proxies.iter());
-        };
-        if count == 1 {
-            return self.first_to_give_way(self.by_address.values().flatten());
         }
-        let mut within = heaviest;
+        let mut within = heaviest(widest.iter().map(|(net, count)| (*net, *count)));
         for (held, wider) in narrower.iter().zip(NETWORKS) {
-            within = heaviest_within(
-                held.iter().map(|(net, count)| (*net, *count)),
-                wider,
-                within,
-            )?;
+            within = heaviest(
+                held.iter()
+                    .filter(|(net, _)| within.contains(&network(**net, wider)))
+                    .map(|(net, count)| (*net, *count)),
+            );
         }
-        let addresses = self
-            .by_address
-            .iter()
-            .map(|(address, ids)| (*address, ids.len()));
-        let address = heaviest_within(addresses, NETWORKS[NETWORKS.len() - 1], within)?;
-        self.first_to_give_way(self.by_address[&address].iter())
+        let addresses = heaviest(
+            self.by_address
+                .iter()
+                .filter(|(address, _)| {
+                    within.contains(&network(**address, NETWORKS[NETWORKS.len() - 1]))
+                })
+                .map(|(address, ids)| (*address, ids.len())),
+        );
+        self.first_to_give_way(
+            addresses
+                .iter()
+                .flat_map(|address| self.by_address[address].iter()),
+        )
     }
 
     fn first_to_give_way<'a>(&self, ids: impl Iterator<Item = &'a u64>) -> Option<u64> {
@@ -44,16 +49,20 @@ impl Open {
     }
 }
 
-/// Of `held` (networks or addresses with their counts), the one holding the most among those
-/// inside `within`, a network of the `wider` lengths.
-fn heaviest_within(
-    held: impl Iterator<Item = (IpAddr, usize)>,
-    wider: (u8, u8),
-    within: IpAddr,
-) -> Option<IpAddr> {
-    held.filter(|(net, _)| network(*net, wider) == within)
-        .max_by_key(|&(net, count)| (count, net))
-        .map(|(net, _)| net)
+/// Of `held` (networks or addresses with their counts), those holding the most.
+fn heaviest(held: impl Iterator<Item = (IpAddr, usize)>) -> HashSet<IpAddr> {
+    let mut most = 0;
+    let mut heaviest = HashSet::new();
+    for (net, count) in held {
+        if count > most {
+            most = count;
+            heaviest.clear();
+        }
+        if count == most {
+            heaviest.insert(net);
+        }
+    }
+    heaviest
 }
 
 /// Which of a client's connections goes first: one serving a request last, so that no work

@@ -84,6 +84,21 @@ async fn when_every_address_holds_one_the_network_holding_the_most_gives_way() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_tie_between_networks_closes_the_connection_to_give_way_first_whatever_its_address() {
+    let connections = Connections::new(limits(4, 0));
+    // Three silent newcomers, each alone in its /24 of one /16, then a client alone in a /24
+    // of the same /16 whose request has not arrived yet.
+    let churning: Vec<Slot> = (0..3)
+        .map(|net| connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, net, 1))))
+        .collect();
+    tokio::time::advance(Duration::from_millis(20)).await;
+    let client = connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, 200, 1)));
+    let _arriving = connections.admit(elsewhere(1));
+    assert!(!client.activity.evicted.is_cancelled(), "the newest stays");
+    assert_eq!(evicted(&churning), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_client_s_idle_connection_goes_first_and_one_serving_a_request_last() {
     let connections = Connections::new(limits(3, 0));
     let serving = connections.admit(A);

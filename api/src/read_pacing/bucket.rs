@@ -13,6 +13,11 @@
 //! a reserve; a party spread over many fresh addresses gets one small read from it per
 //! address (a read from a reserve takes at most [`RESERVE_READ`] bytes), and once its /24s
 //! carry its flood, its fresh addresses read after the clients of clean /24s.
+//! That holds by arithmetic where a network has at most 256 sub-networks (IPv4): forgiven
+//! together, they cannot read a quarter of its refill. A network with more (an IPv6 /32's
+//! 65,536 /48s) forgives them together no faster than [`FORGIVEN_AT_FULL_RATE`] of them, and
+//! one first seen while it holds that many starts owing: fresh /48s taken in turn read after
+//! the client of a /48 it knows.
 
 use tokio::time::Instant;
 
@@ -28,6 +33,12 @@ pub const BURST: f64 = 4.0 * 1024.0 * 1024.0;
 pub const IN_GOOD_STANDING: f64 = 16.0 * 1024.0;
 /// The most one read takes from a reserve.
 pub const RESERVE_READ: usize = 4096;
+
+/// How many sub-networks of a network are forgiven at their full rate at once: an IPv4
+/// network's all (a /16's /24s, a /24's addresses). More, as the 65,536 /48s of an IPv6 /32,
+/// share that forgiveness, so that a party holding a whole IPv6 network gets no more clean
+/// reads from its reserve than one holding an IPv4 network.
+pub const FORGIVEN_AT_FULL_RATE: usize = 256;
 
 /// A part of the clients whose connections share a bucket: an address (an IPv6 /64, as the
 /// API counts clients), the IPv4 /24 (IPv6 /48) around it, the /16 (/32) around that, as the
@@ -108,30 +119,71 @@ pub struct Bucket {
     /// What connections in good standing may still read once `left` is spent.
     reserve: f64,
     at: Instant,
+    /// The seconds of forgiveness at the full rate its sub-networks have had: as many as have
+    /// passed while it holds at most [`FORGIVEN_AT_FULL_RATE`] of them, fewer beyond.
+    clock: f64,
+    /// Its network's `clock` when it was last forgiven.
+    forgiven_to: f64,
+    /// How many of its sub-networks have a bucket.
+    pub children: usize,
+    /// When a connection last used it.
+    pub used: Instant,
+}
+
+/// The network a bucket's part is in, as the bucket is brought up to date or made.
+#[derive(Clone, Copy)]
+pub struct Around {
+    clock: f64,
+    crowded: bool,
 }
 
 impl Bucket {
-    pub fn full(level: &Level, now: Instant) -> Bucket {
+    /// The bucket of a part first seen now, in a network `around` it (None for all clients). A
+    /// part first seen in a network that already holds [`FORGIVEN_AT_FULL_RATE`] others starts
+    /// owing a quarter of what it may owe clean: it reads from the network's reserve after the
+    /// parts that network has known clean.
+    pub fn new(level: &Level, now: Instant, around: Option<Around>) -> Bucket {
         let (left, reserve) = level
             .pace
             .as_ref()
             .map_or((0.0, 0.0), |pace| (pace.burst, pace.reserve()));
+        let crowded = around.is_some_and(|around| around.crowded);
         Bucket {
-            owes: 0.0,
+            owes: if crowded { level.clean / 4.0 } else { 0.0 },
             left,
             reserve,
             at: now,
+            clock: 0.0,
+            forgiven_to: around.map_or(0.0, |around| around.clock),
+            children: 0,
+            used: now,
         }
     }
 
-    pub fn refill(&mut self, level: &Level, now: Instant) {
+    /// Brings the bucket up to `now`, its network (None for all clients) already brought up.
+    pub fn refill(&mut self, level: &Level, now: Instant, around: Option<Around>) {
         let seconds = now.duration_since(self.at).as_secs_f64();
-        self.owes = (self.owes - level.forgiven * seconds).max(0.0);
+        let forgiving = match around {
+            Some(around) => (around.clock - self.forgiven_to).max(0.0),
+            None => seconds,
+        };
+        self.forgiven_to = around.map_or(0.0, |around| around.clock);
+        self.owes = (self.owes - level.forgiven * forgiving).max(0.0);
         if let Some(pace) = &level.pace {
             self.left = (self.left + pace.rate * seconds).min(pace.burst);
             self.reserve = (self.reserve + pace.rate * seconds).min(pace.reserve());
         }
+        let share = FORGIVEN_AT_FULL_RATE as f64 / self.children.max(FORGIVEN_AT_FULL_RATE) as f64;
+        self.clock += seconds * share;
         self.at = now;
+    }
+
+    /// What its sub-networks see of it.
+    pub fn around(&self) -> Around {
+        Around {
+            clock: self.clock,
+            crowded: self.children >= FORGIVEN_AT_FULL_RATE,
+        }
     }
 
     /// Whether the bucket is as good as new: it need not be kept.

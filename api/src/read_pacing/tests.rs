@@ -199,6 +199,54 @@ async fn fresh_addresses_of_24s_that_carry_a_flood_read_after_a_clean_24_s_clien
 }
 
 #[tokio::test(start_paused = true)]
+async fn fresh_48s_of_a_32_read_after_a_client_of_a_48_it_knows() {
+    let pacing = ReadPacing::new();
+    let client = pacing.meter("2001:db8:ffff:1::1".parse().unwrap(), false);
+    let ask = || {
+        client.read(256);
+        client.give_back(256);
+    };
+    ask();
+    // 32 /48s of the client's /32 spend its bucket, then send 15 KiB a second each.
+    let flooding: Vec<Meter> = (0..32)
+        .map(|site| pacing.meter(format!("2001:db8:{site:x}::1").parse().unwrap(), false))
+        .collect();
+    for meter in &flooding {
+        meter.read(600 * 1024);
+    }
+    // 120 never-seen /64s a second, each in one of 4,096 other /48s taken in turn, each
+    // sending 4,120 bytes besides requests as it is let read, for four seconds at most.
+    let mut fresh: Vec<(Meter, usize, u32)> = Vec::new();
+    for tick in 0..5000u32 {
+        let peer = format!(
+            "2001:db8:{:x}:{:x}::1",
+            0x100 + tick % 4096,
+            1 + tick / 4096
+        );
+        fresh.push((pacing.meter(peer.parse().unwrap(), false), 4120, tick));
+        for meter in &flooding {
+            if meter.wait().is_none() {
+                meter.read(128);
+            }
+        }
+        for (meter, left, _) in &mut fresh {
+            if meter.wait().is_none() {
+                let read = (*left).min(RESERVE_READ);
+                meter.read(read);
+                *left -= read;
+            }
+        }
+        fresh.retain(|(_, left, born)| *left > 0 && tick - born < 480);
+        // Four times a second.
+        if tick % 30 == 0 {
+            assert_eq!(client.wait(), None, "after {} ms", tick * 25 / 3);
+            ask();
+        }
+        tokio::time::advance(Duration::from_micros(8333)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read() {
     let pacing = ReadPacing::new();
     let meters: Vec<Meter> = (0..24)
@@ -317,7 +365,10 @@ async fn refilled_buckets_are_dropped() {
         let peer = IpAddr::V4((0x0a00_0000 + (host << 8)).into());
         pacing.meter(peer, false).read(1);
     }
-    tokio::time::advance(Duration::from_secs(1)).await;
+    // A client that asked in the last minute is kept, however full its buckets.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let _ = pacing.meter("10.0.1.0".parse().unwrap(), false).wait();
+    tokio::time::advance(Duration::from_secs(30)).await;
     pacing.meter("198.51.100.1".parse().unwrap(), false).read(1);
-    assert_eq!(pacing.buckets.lock().unwrap().by_network.len(), 4);
+    assert_eq!(pacing.buckets.lock().unwrap().count(), 7);
 }
