@@ -30,6 +30,7 @@ mod routes;
 mod sending;
 mod serve;
 mod submit;
+mod sync;
 mod texlive_years;
 mod token_lookups;
 mod webhooks;
@@ -72,6 +73,8 @@ struct AppState {
     /// Downloads in flight, per project: each holds a connection to the object store while
     /// its client reads.
     downloads: ProjectSlots,
+    /// The SyncTeX files parsed for the last queries.
+    sync_cache: Arc<sync::SyncCache>,
     receiving: receiving::ReceivingBudget,
     sending: sending::SendingBudget,
     /// None when webhooks are not configured.
@@ -130,6 +133,8 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
         .routes(routes!(downloads::get_pdf))
         .routes(routes!(downloads::get_log))
         .routes(routes!(downloads::get_synctex))
+        .routes(routes!(sync::code_to_pdf))
+        .routes(routes!(sync::pdf_to_code))
         .routes(routes!(routes::list))
         .routes(routes!(info::info))
         .routes(routes!(info::package))
@@ -204,6 +209,7 @@ pub async fn serve(
         last_ready: Arc::default(),
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
+        sync_cache: Arc::new(sync::SyncCache::new()),
         receiving: receiving::ReceivingBudget::new(config.max_body_bytes),
         sending: sending::SendingBudget::new(config.max_sending_bytes),
         config: Arc::new(config),

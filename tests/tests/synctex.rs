@@ -103,3 +103,80 @@ async fn a_job_without_synctex_answers_404_and_one_not_ended_409() {
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["code"], "not_ready");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_line_leads_to_its_box_and_the_box_back_to_the_line_in_every_engine() {
+    let app = TestApp::spawn().await;
+    let files = json!([{ "path": "ch/two.tex", "content": "\\newpage\nSecond file,\nSYNCTWO on page two.\n" }]);
+    for engine in ["pdflatex", "xelatex", "lualatex"] {
+        let document = DOCUMENT.replace("\\end{document}", "\\input{ch/two}\n\\end{document}");
+        let job = app
+            .compile(json!({ "input_latex": document, "files": files, "engine": engine }))
+            .await;
+        assert_eq!(job["status"], "Succeeded", "{job:#}");
+        let id = job.id();
+        let forward = app
+            .get_json(&format!("/compile/{id}/sync/code?file=main.tex&line=5"))
+            .await;
+        let found = &forward["pdf"][0];
+        assert_eq!(found["page"], 1, "{engine}: {forward}");
+        let (h, v) = (found["h"].as_f64().unwrap(), found["v"].as_f64().unwrap());
+        let (width, height) = (
+            found["width"].as_f64().unwrap(),
+            found["height"].as_f64().unwrap(),
+        );
+        // Inside the text block of an A4 or letter page.
+        assert!(
+            h > 50.0 && v > 50.0 && width > 100.0 && height > 1.0,
+            "{engine}: {forward}"
+        );
+        let inverse = app
+            .get_json(&format!(
+                "/compile/{id}/sync/pdf?page=1&h={}&v={}",
+                h + width / 4.0,
+                v + height / 2.0
+            ))
+            .await;
+        assert_eq!(
+            inverse["code"],
+            json!([{ "file": "main.tex", "line": 5, "column": null }]),
+            "{engine}"
+        );
+        let second = app
+            .get_json(&format!("/compile/{id}/sync/code?file=ch/two.tex&line=3"))
+            .await;
+        assert_eq!(second["pdf"][0]["page"], 2, "{engine}: {second}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_queries_answer_only_for_the_project_and_refuse_what_is_not_a_place() {
+    let app = TestApp::spawn().await;
+    let job = app.compile(json!({ "input_latex": DOCUMENT })).await;
+    let id = job.id();
+    for query in [
+        "sync/code?line=5",
+        "sync/code?file=main.tex&line=0",
+        "sync/pdf?page=1&h=nan&v=1",
+        "sync/pdf?h=1&v=1",
+    ] {
+        let response = app.get(&format!("/compile/{id}/{query}")).await;
+        assert_eq!(response.status(), 422, "{query}");
+        let problem: Value = response.json().await.unwrap();
+        assert_eq!(problem["code"], "validation_failed", "{query}: {problem}");
+    }
+    let nothing = app
+        .get_json(&format!(
+            "/compile/{id}/sync/code?file=../etc/passwd&line=1"
+        ))
+        .await;
+    assert_eq!(nothing["pdf"], json!([]));
+    let (_, other) = app.other_project().await;
+    let response = app
+        .get_as(
+            &other,
+            &format!("/compile/{id}/sync/code?file=main.tex&line=5"),
+        )
+        .await;
+    assert_eq!(response.status(), 404);
+}

@@ -1,0 +1,181 @@
+//! The two questions an editor asks of a SyncTeX file: where in the PDF a source line is
+//! (forward), and which source line a point of a page shows (inverse). Positions are in PDF
+//! big points from the page's top left corner, paths are the project's.
+
+use super::synctex::{Kind, Page, Record, Synctex};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// Where the sandbox compiles: the sources' names in the file begin with it.
+const WORK_DIR: &str = "/work";
+
+/// The most boxes a forward answer lists.
+const MAX_BOXES: usize = 64;
+/// How many lines away a forward query looks when its line made nothing (a blank line, a
+/// comment): the next line that made something, as editors expect.
+const NEARBY_LINES: u32 = 32;
+
+/// A box of a page that a source line made.
+#[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct PdfBox {
+    pub page: u32,
+    /// Its left edge.
+    pub h: f64,
+    /// Its top edge.
+    pub v: f64,
+    pub width: f64,
+    pub height: f64,
+}
+
+/// A place in a project's source.
+#[derive(Debug, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct SourcePlace {
+    pub file: String,
+    pub line: u32,
+    /// None when the engine did not record columns.
+    pub column: Option<u32>,
+}
+
+impl Synctex {
+    /// The boxes `line` of `file` made, or those of the nearest line after it (before it, at
+    /// the end of a file) that made any.
+    pub fn forward(&self, file: &str, line: u32) -> Vec<PdfBox> {
+        let tags: Vec<u32> = self
+            .inputs
+            .iter()
+            .filter(|(_, path)| project_path(path).as_deref() == Some(file))
+            .map(|(tag, _)| *tag)
+            .collect();
+        let lines_made: HashSet<u32> = self
+            .pages
+            .iter()
+            .flat_map(|page| &page.records)
+            .filter(|record| tags.contains(&record.tag))
+            .map(|record| record.line)
+            .collect();
+        let Some(found) = (0..=NEARBY_LINES)
+            .flat_map(|distance| [line.checked_add(distance), line.checked_sub(distance)])
+            .flatten()
+            .find(|candidate| lines_made.contains(candidate))
+        else {
+            return Vec::new();
+        };
+        let mut boxes = Vec::new();
+        for page in &self.pages {
+            let mut seen = Vec::new();
+            for (index, record) in page.records.iter().enumerate() {
+                if record.line != found || !tags.contains(&record.tag) {
+                    continue;
+                }
+                let Some(index) = enclosing_hbox(page, index) else {
+                    continue;
+                };
+                if seen.contains(&index) {
+                    continue;
+                }
+                seen.push(index);
+                boxes.push(self.pdf_box(page.number, &page.records[index]));
+                if boxes.len() == MAX_BOXES {
+                    return boxes;
+                }
+            }
+        }
+        boxes
+    }
+
+    /// The source place of the point (`h`, `v`) of page `page`: the innermost horizontal box
+    /// holding it (or the nearest), and in it the last record of a project file left of it.
+    pub fn inverse(&self, page: u32, h: f64, v: f64) -> Option<SourcePlace> {
+        let page = self
+            .pages
+            .iter()
+            .find(|candidate| candidate.number == page)?;
+        let (h, v) = (h / self.scale, v / self.scale);
+        let in_project = |record: &Record| {
+            self.inputs
+                .get(&record.tag)
+                .and_then(|path| project_path(path))
+        };
+        let target = page
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(_, record)| record.kind == Kind::HBox && in_project(record).is_some())
+            .min_by(|(_, a), (_, b)| {
+                let key = |record: &Record| (distance(record, h, v), area(record));
+                key(a)
+                    .partial_cmp(&key(b))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .map(|(index, _)| index)?;
+        let inside = page
+            .records
+            .iter()
+            .filter(|record| record.parent == Some(target as u32) && in_project(record).is_some());
+        let chosen = inside
+            .clone()
+            .filter(|record| (record.h as f64) <= h)
+            .max_by_key(|record| record.h)
+            .or_else(|| inside.min_by_key(|record| record.h))
+            .unwrap_or(&page.records[target]);
+        Some(SourcePlace {
+            file: in_project(chosen)?,
+            line: chosen.line,
+            column: chosen.column,
+        })
+    }
+
+    fn pdf_box(&self, page: u32, record: &Record) -> PdfBox {
+        let scale = self.scale;
+        PdfBox {
+            page,
+            h: record.h as f64 * scale,
+            v: (record.v as f64 - record.height as f64) * scale,
+            width: record.width as f64 * scale,
+            height: (record.height as f64 + record.depth as f64) * scale,
+        }
+    }
+}
+
+/// The horizontal box the record at `index` is or is in.
+fn enclosing_hbox(page: &Page, index: usize) -> Option<usize> {
+    let record = &page.records[index];
+    if record.kind == Kind::HBox {
+        return Some(index);
+    }
+    let parent = record.parent? as usize;
+    (page.records.get(parent)?.kind == Kind::HBox).then_some(parent)
+}
+
+/// How far the point is from the box: 0 inside it.
+fn distance(record: &Record, h: f64, v: f64) -> f64 {
+    let (left, right) = (record.h as f64, record.h as f64 + record.width as f64);
+    let (top, bottom) = (
+        record.v as f64 - record.height as f64,
+        record.v as f64 + record.depth as f64,
+    );
+    let dx = (left - h).max(h - right).max(0.0);
+    let dy = (top - v).max(v - bottom).max(0.0);
+    dx.hypot(dy)
+}
+
+fn area(record: &Record) -> f64 {
+    (record.width as f64).abs() * (record.height as f64 + record.depth as f64).abs()
+}
+
+/// The project path of a source as the compile named it (`/work/./ch/one.tex`), None for a
+/// file outside the project (a package's).
+pub fn project_path(path: &str) -> Option<String> {
+    let inside = path.strip_prefix(WORK_DIR)?.strip_prefix('/')?;
+    let mut parts: Vec<&str> = Vec::new();
+    for component in inside.split('/') {
+        match component {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}

@@ -1,0 +1,203 @@
+//! Reading a SyncTeX file: which boxes of which page each line of each source made. The file
+//! is the compile's, so the document's: it is read within bounds of size and records, never
+//! trusted to be well formed, and a line it does not explain is skipped.
+
+use flate2::read::MultiGzDecoder;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+
+/// The most of a SyncTeX file read, uncompressed: a thesis of a few hundred pages writes a few
+/// tens of megabytes.
+pub const MAX_UNCOMPRESSED: u64 = 64 * 1024 * 1024;
+/// The most records read (48 bytes each): a 300-page thesis makes about a million.
+pub const MAX_RECORDS: usize = 1_000_000;
+/// The longest line read; SyncTeX's are a few dozen bytes, an input's path a few hundred.
+const MAX_LINE: usize = 4096;
+/// Scaled points in a big point, the PDF's unit.
+const SP_PER_BP: f64 = 65_536.0 * 72.27 / 72.0;
+
+/// Why a SyncTeX file cannot be queried.
+#[derive(Debug, PartialEq)]
+pub enum Unreadable {
+    NotSynctex,
+    TooLarge,
+}
+
+/// What a record is: a box SyncTeX can point into, or a point within one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// A horizontal box, `(`: a line of text, a word, a figure.
+    HBox,
+    /// A vertical box, `[`.
+    VBox,
+    /// A glue, kern, math or character position inside a box, or a void box (`h`, `v`: an
+    /// indent, a strut).
+    Point,
+}
+
+/// A record of a page, in scaled points from the page's top left corner (`v` is the baseline).
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    pub kind: Kind,
+    pub tag: u32,
+    pub line: u32,
+    pub column: Option<u32>,
+    pub h: i32,
+    pub v: i32,
+    pub width: i32,
+    pub height: i32,
+    pub depth: i32,
+    /// The index in its page of the box it is in.
+    pub parent: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+pub struct Page {
+    pub number: u32,
+    pub records: Vec<Record>,
+}
+
+/// A parsed SyncTeX file.
+#[derive(Debug)]
+pub struct Synctex {
+    /// The sources by tag, as the compile named them.
+    pub inputs: HashMap<u32, String>,
+    pub pages: Vec<Page>,
+    /// Big points per unit of the file's positions.
+    pub scale: f64,
+}
+
+impl Synctex {
+    /// How many records it holds, which is what it weighs.
+    pub fn records(&self) -> usize {
+        self.pages.iter().map(|page| page.records.len()).sum()
+    }
+
+    /// Reads a gzip-compressed SyncTeX file.
+    pub fn parse(gzip: &[u8]) -> Result<Synctex, Unreadable> {
+        let mut reader = BufReader::new(MultiGzDecoder::new(gzip).take(MAX_UNCOMPRESSED + 1));
+        let mut synctex = Synctex {
+            inputs: HashMap::new(),
+            pages: Vec::new(),
+            scale: 1.0 / SP_PER_BP,
+        };
+        let (mut unit, mut magnification): (f64, f64) = (1.0, 1000.0);
+        let mut line = Vec::new();
+        let mut read = 0u64;
+        let mut records = 0usize;
+        let mut open: Vec<u32> = Vec::new();
+        let mut page: Option<Page> = None;
+        loop {
+            line.clear();
+            let got = (&mut reader)
+                .take(MAX_LINE as u64)
+                .read_until(b'\n', &mut line)
+                .map_err(|_| Unreadable::NotSynctex)?;
+            if got == 0 {
+                break;
+            }
+            read += got as u64;
+            if read > MAX_UNCOMPRESSED {
+                return Err(Unreadable::TooLarge);
+            }
+            if read == got as u64 && !line.starts_with(b"SyncTeX Version:") {
+                return Err(Unreadable::NotSynctex);
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            if let Some(input) = text.strip_prefix("Input:") {
+                if let Some((tag, path)) = input.split_once(':') {
+                    if let Ok(tag) = tag.parse() {
+                        synctex.inputs.insert(tag, path.to_string());
+                    }
+                }
+                continue;
+            }
+            if let Some(value) = text.strip_prefix("Unit:") {
+                unit = value.parse().unwrap_or(1.0);
+                continue;
+            }
+            if let Some(value) = text.strip_prefix("Magnification:") {
+                magnification = value.parse().unwrap_or(1000.0);
+                continue;
+            }
+            let Some(kind) = text.chars().next() else {
+                continue;
+            };
+            match kind {
+                '{' => {
+                    open.clear();
+                    page = Some(Page {
+                        number: text[1..].parse().unwrap_or(0),
+                        records: Vec::new(),
+                    });
+                }
+                '}' => {
+                    if let Some(done) = page.take() {
+                        synctex.pages.push(done);
+                    }
+                }
+                ']' | ')' => {
+                    open.pop();
+                }
+                '[' | '(' | 'h' | 'v' | 'x' | 'k' | 'g' | '$' => {
+                    let Some(page) = page.as_mut() else { continue };
+                    let Some(mut record) = parse_record(&text[1..]) else {
+                        continue;
+                    };
+                    records += 1;
+                    if records > MAX_RECORDS {
+                        return Err(Unreadable::TooLarge);
+                    }
+                    record.kind = match kind {
+                        '(' => Kind::HBox,
+                        '[' => Kind::VBox,
+                        _ => Kind::Point,
+                    };
+                    record.parent = open.last().copied();
+                    page.records.push(record);
+                    if kind == '[' || kind == '(' {
+                        open.push(page.records.len() as u32 - 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if read == 0 {
+            return Err(Unreadable::NotSynctex);
+        }
+        if unit > 0.0 && magnification > 0.0 && unit.is_finite() && magnification.is_finite() {
+            synctex.scale = unit * magnification / 1000.0 / SP_PER_BP;
+        }
+        Ok(synctex)
+    }
+}
+
+/// `tag,line[,column]:h,v[:width,height,depth]` (a kern's `:width` alone).
+fn parse_record(text: &str) -> Option<Record> {
+    let mut parts = text.split(':');
+    let mut place = parts.next()?.split(',');
+    let tag = place.next()?.parse().ok()?;
+    let line = place.next()?.parse().ok()?;
+    let column = place.next().and_then(|column| column.parse().ok());
+    let mut position = parts.next()?.split(',');
+    let h = position.next()?.parse().ok()?;
+    let v = position.next()?.parse().ok()?;
+    let mut size = parts
+        .next()
+        .into_iter()
+        .flat_map(|size| size.split(','))
+        .map(|value| value.parse::<i32>().unwrap_or(0));
+    Some(Record {
+        kind: Kind::Point,
+        tag,
+        line,
+        column,
+        h,
+        v,
+        width: size.next().unwrap_or(0),
+        height: size.next().unwrap_or(0),
+        depth: size.next().unwrap_or(0),
+        parent: None,
+    })
+}

@@ -1,0 +1,209 @@
+use super::query::{project_path, PdfBox, SourcePlace};
+use super::synctex::{Synctex, Unreadable, MAX_RECORDS, MAX_UNCOMPRESSED};
+use flate2::write::GzEncoder;
+use proptest::prelude::*;
+use std::io::Write;
+
+fn gzip(text: &[u8]) -> Vec<u8> {
+    let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(text).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// What pdfLaTeX wrote for "Hello world." on line 3 of main.tex, a section on line 5 and, on
+/// page 2, a line of sub.tex.
+const COMPILED: &str = "SyncTeX Version:1
+Input:1:/work/./main.tex
+Input:2:/usr/share/texfleet/texmf-common/tex/latex/base/article.cls
+Output:pdf
+Magnification:1000
+Unit:1
+X Offset:0
+Y Offset:0
+Content:
+!412
+{1
+[1,7:4736286,46220574:26673152,41484288,0
+[1,7:8799518,44254494:22609920,36044800,0
+(1,4:8799518,8865054:22609920,455111,0
+h1,3:8799518,8865054:983040,0,0
+x1,3:11257121,8865054
+g1,3:11475574,8865054
+x1,3:11948890,8865054
+k1,4:31409438,8865054:18166209
+)
+(1,5:8799518,11032290:22609920,647495,0
+(1,5:8799518,11032290:1592523,608173,0
+g1,5:8799518,11032290
+x1,5:9330359,11032290
+)
+x1,5:11897182,11032290
+)
+]
+]
+}1
+Input:6:/work/./sub.tex
+{2
+[1,10:4736286,46220574:26673152,41484288,0
+(6,1:8799518,8865054:22609920,455111,127431
+x6,1:8799518,8865054
+x2,1:12000000,8865054
+)
+]
+}2
+";
+
+fn compiled() -> Synctex {
+    Synctex::parse(&gzip(COMPILED.as_bytes())).unwrap()
+}
+
+fn bp(sp: i32) -> f64 {
+    sp as f64 * 72.0 / 72.27 / 65536.0
+}
+
+#[test]
+fn a_line_is_found_in_the_box_of_the_line_it_made() {
+    let boxes = compiled().forward("main.tex", 3);
+    let expected = PdfBox {
+        page: 1,
+        h: bp(8799518),
+        v: bp(8865054 - 455111),
+        width: bp(22609920),
+        height: bp(455111),
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(
+        boxes.len() == 1
+            && boxes[0].page == expected.page
+            && close(boxes[0].h, expected.h)
+            && close(boxes[0].v, expected.v)
+            && close(boxes[0].width, expected.width)
+            && close(boxes[0].height, expected.height),
+        "{boxes:?}"
+    );
+    // A blank line: the next line that made something.
+    assert_eq!(compiled().forward("main.tex", 2), boxes);
+    assert_eq!(compiled().forward("sub.tex", 1)[0].page, 2);
+    assert!(compiled().forward("other.tex", 3).is_empty());
+    assert!(compiled().forward("main.tex", 500).is_empty());
+}
+
+#[test]
+fn a_point_is_found_at_the_line_that_made_what_is_left_of_it() {
+    let synctex = compiled();
+    let place = |file: &str, line| {
+        Some(SourcePlace {
+            file: file.into(),
+            line,
+            column: None,
+        })
+    };
+    // Inside "Hello world.", right of its first records.
+    assert_eq!(
+        synctex.inverse(1, bp(11300000), bp(8800000)),
+        place("main.tex", 3)
+    );
+    // At the line's end, right of the paragraph's last kern, which the blank line after it made.
+    assert_eq!(
+        synctex.inverse(1, bp(31500000), bp(8800000)),
+        place("main.tex", 4)
+    );
+    // Inside the section's number, a box within the line.
+    assert_eq!(
+        synctex.inverse(1, bp(9000000), bp(11000000)),
+        place("main.tex", 5)
+    );
+    // Below everything: the nearest box.
+    assert_eq!(
+        synctex.inverse(1, bp(9000000), bp(40000000)),
+        place("main.tex", 5)
+    );
+    // A record of a package's file is not a place of the project.
+    assert_eq!(
+        synctex.inverse(2, bp(13000000), bp(8800000)),
+        place("sub.tex", 1)
+    );
+    assert_eq!(synctex.inverse(3, 10.0, 10.0), None);
+}
+
+#[test]
+fn only_the_project_s_files_have_project_paths() {
+    assert_eq!(
+        project_path("/work/./ch/one.tex").as_deref(),
+        Some("ch/one.tex")
+    );
+    assert_eq!(
+        project_path("/work/ch/../main.tex").as_deref(),
+        Some("main.tex")
+    );
+    assert_eq!(project_path("/work/../etc/passwd"), None);
+    assert_eq!(project_path("/workshop/main.tex"), None);
+    assert_eq!(
+        project_path("/usr/share/texmf/tex/latex/base/article.cls"),
+        None
+    );
+}
+
+#[test]
+fn what_is_not_synctex_or_is_too_large_is_refused() {
+    assert_eq!(
+        Synctex::parse(b"not gzip").unwrap_err(),
+        Unreadable::NotSynctex
+    );
+    assert_eq!(
+        Synctex::parse(&gzip(b"%PDF-1.5\n")).unwrap_err(),
+        Unreadable::NotSynctex
+    );
+    // A bomb: a small file that inflates past the bound.
+    let mut bomb = b"SyncTeX Version:1\n".to_vec();
+    bomb.resize(MAX_UNCOMPRESSED as usize + 2, b'\n');
+    assert_eq!(
+        Synctex::parse(&gzip(&bomb)).unwrap_err(),
+        Unreadable::TooLarge
+    );
+    let mut many = b"SyncTeX Version:1\nInput:1:/work/main.tex\n{1\n".to_vec();
+    for _ in 0..=MAX_RECORDS {
+        many.extend_from_slice(b"x1,1:1,1\n");
+    }
+    assert_eq!(
+        Synctex::parse(&gzip(&many)).unwrap_err(),
+        Unreadable::TooLarge
+    );
+}
+
+#[test]
+fn boxes_nested_deep_and_never_closed_are_read() {
+    let mut deep = b"SyncTeX Version:1\nInput:1:/work/main.tex\n{1\n".to_vec();
+    for line in 0..100_000 {
+        deep.extend_from_slice(format!("(1,{line}:1,1:10,10,10\n").as_bytes());
+    }
+    deep.extend_from_slice(b"]]]]\n}1\n");
+    let synctex = Synctex::parse(&gzip(&deep)).unwrap();
+    assert_eq!(synctex.forward("main.tex", 99_999).len(), 1);
+    assert!(synctex.inverse(1, 0.0, 0.0).is_some());
+}
+
+proptest! {
+    #[test]
+    fn any_lines_after_the_signature_parse_and_answer_without_a_panic(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                "[\\[\\(\\)\\]hvxkg$!{}][0-9,:-]{0,40}",
+                "Input:[0-9]{1,3}:/work/[a-z./]{0,20}",
+                "(Unit|Magnification):[0-9.e-]{0,8}",
+                ".{0,60}",
+            ],
+            0..200,
+        ),
+        page in 0u32..4,
+        line in 0u32..100,
+        h in -1e6f64..1e6,
+        v in -1e6f64..1e6,
+    ) {
+        let text = format!("SyncTeX Version:1\n{}\n", lines.join("\n"));
+        if let Ok(synctex) = Synctex::parse(&gzip(text.as_bytes())) {
+            let _ = synctex.forward("main.tex", line);
+            let _ = synctex.inverse(page, h, v);
+        }
+    }
+}
