@@ -14,6 +14,7 @@ mod package_check;
 mod project_files;
 mod report;
 mod soak;
+mod sync;
 mod webhook;
 
 use anyhow::Context as _;
@@ -77,6 +78,8 @@ enum Command {
     Log(jobs::LogArgs),
     /// Cancel a queued or running job.
     Cancel(jobs::CancelArgs),
+    /// Where a source line is in a job's PDF, or which line a point of it shows (SyncTeX).
+    Sync(sync::SyncArgs),
     /// List the project's jobs, newest first.
     List(jobs::ListArgs),
     /// The project's webhook endpoints, their deliveries, and checking a delivery.
@@ -140,6 +143,7 @@ async fn main() -> ExitCode {
             | Command::Status(_)
             | Command::Log(_)
             | Command::Cancel(_)
+            | Command::Sync(_)
             | Command::List(_)
             | Command::Webhook(_)
     );
@@ -148,6 +152,7 @@ async fn main() -> ExitCode {
         Command::Status(args) => jobs::status(args).await,
         Command::Log(args) => jobs::log(args).await,
         Command::Cancel(args) => jobs::cancel(args).await,
+        Command::Sync(args) => sync::run(args).await,
         Command::List(args) => jobs::list(args).await,
         Command::Webhook(command) => webhook::run(command).await,
         command => serve_or_operate(cli.config, cli.log_format, command)
@@ -216,6 +221,7 @@ async fn serve_or_operate(
         | Command::Status(_)
         | Command::Log(_)
         | Command::Cancel(_)
+        | Command::Sync(_)
         | Command::List(_)
         | Command::Webhook(_) => unreachable!("client commands read no configuration"),
     }

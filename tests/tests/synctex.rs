@@ -5,7 +5,7 @@ use flate2::read::GzDecoder;
 use serde_json::{json, Value};
 use std::io::Read;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::TestApp;
+use texfleet_e2e::{texfleet_command, TestApp};
 
 /// A document whose fifth line holds a word that lands on page 1.
 const DOCUMENT: &str = "\\documentclass{article}\n\\begin{document}\nFirst paragraph.\n\n\
@@ -179,4 +179,44 @@ async fn sync_queries_answer_only_for_the_project_and_refuse_what_is_not_a_place
         )
         .await;
     assert_eq!(response.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_asks_both_sync_questions() {
+    let app = TestApp::spawn().await;
+    let job = app.compile(json!({ "input_latex": DOCUMENT })).await;
+    let id = job.id();
+    let sync = |question: &[&str]| {
+        let output = texfleet_command(&app)
+            .args(["sync", &id])
+            .args(question)
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (
+            output.status.code(),
+            text(&output.stdout),
+            text(&output.stderr),
+        )
+    };
+    let (code, boxes, stderr) = sync(&["--line", "main.tex:5"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let words: Vec<&str> = boxes.split_whitespace().collect();
+    let [_, "1", "h", h, "v", v, "width", width, "height", height, ..] = words[..] else {
+        panic!("{boxes}");
+    };
+    let number = |text: &str| text.parse::<f64>().unwrap();
+    let at = format!(
+        "1:{}:{}",
+        number(h) + number(width) / 4.0,
+        number(v) + number(height) / 2.0
+    );
+    assert_eq!(sync(&["--at", &at]).1, "main.tex:5\n");
+    let (code, json, _) = sync(&["--at", &at, "--json"]);
+    assert_eq!(code, Some(0));
+    let answer: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(answer["code"][0]["line"], 5, "{answer}");
+    let (code, _, stderr) = sync(&["--at", "1:2"]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("PAGE:H:V"), "{stderr}");
 }
