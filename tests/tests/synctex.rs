@@ -188,7 +188,7 @@ async fn the_cli_asks_both_sync_questions() {
     let id = job.id();
     let sync = |question: &[&str]| {
         let output = texfleet_command(&app)
-            .args(["sync", &id])
+            .args(["sync", id])
             .args(question)
             .output()
             .unwrap();
