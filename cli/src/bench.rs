@@ -22,6 +22,7 @@ mod reference;
 mod report;
 mod rss;
 mod second;
+mod sync;
 
 use crate::client::{job_id, Client, ServerArgs};
 use anyhow::{ensure, Context as _};
@@ -61,6 +62,9 @@ pub struct BenchArgs {
     /// Measure only the API ingest and the queue (no sandbox; bench.json is left as it is).
     #[arg(long)]
     ingest_only: bool,
+    /// Measure only the SyncTeX queries (bench.json is left as it is).
+    #[arg(long)]
+    sync_only: bool,
     /// Where bench.json and bench.svg are written.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
@@ -115,6 +119,9 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     };
     if args.ingest_only {
         return ingest::ingest_and_queue(&config, &args, &mut figures).await;
+    }
+    if args.sync_only {
+        return sync::sync_queries(&Client::new(&args.server), &mut figures).await;
     }
     let sandboxes = Sandboxes::connect(&config, "bench", "bench").await?;
     let sandbox = sandboxes.of(&config.default_texlive).ok_or_else(|| {
@@ -202,6 +209,7 @@ async fn measure(
         figures,
     )
     .await?;
+    sync::sync_queries(&client, figures).await?;
     ingest::ingest_and_queue(config, args, figures).await
 }
 

@@ -223,10 +223,11 @@ async fn a_planted_file_that_makes_passes_loop_costs_a_later_compile_half_its_ti
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_compile_from_kept_files_that_runs_out_of_time_leaves_none_for_the_next() {
+async fn a_planted_file_that_waits_costs_one_compile_half_its_time() {
     let app = TestApp::spawn().await;
-    // Its .aux makes any other compile's pass sleep: no CPU, so no CPU limit ends it. (A
-    // LuaTeX compile takes seconds here, building its font names: 25 s for the others.)
+    // Its .aux makes any other compile's pass sleep: no CPU, so no CPU limit ends it; the
+    // alarm does. (A LuaTeX compile takes seconds here, building its font names: 25 s for the
+    // others.)
     let planting = json!({ "engine": "lualatex", "input_latex": "\\documentclass{article}\n\\directlua{planter=true}\n\\begin{document}\n\
         \\makeatletter\\immediate\\write\\@auxout{\\string\\directlua{if not planter then os.sleep(3600) end}}\\makeatother\n\
         Planted.\n\\end{document}\n" });
@@ -236,9 +237,15 @@ async fn a_compile_from_kept_files_that_runs_out_of_time_leaves_none_for_the_nex
         json!({ "engine": "lualatex", "timeout_seconds": 25, "input_latex": format!(
             "\\documentclass{{article}}\n\\begin{{document}}\n{body}\n\\end{{document}}\n") })
     };
-    let slept = app.compile(honest("First.")).await;
-    assert_eq!(slept["status"], "TimedOut", "{slept:#}");
+    let waited = app.compile(honest("First.")).await;
+    assert_eq!(waited["status"], "Succeeded", "{waited:#}");
+    assert_eq!(waited["incremental"], false, "{waited:#}");
+    assert!(succeeded_text(&app, &waited).await.contains("First."));
     let next = app.compile(honest("Second.")).await;
     assert_eq!(next["status"], "Succeeded", "{next:#}");
-    assert_eq!(next["incremental"], false, "{next:#}");
+    let log = app.log(next.id()).await;
+    assert!(
+        !log.contains("again from nothing"),
+        "the planted file is gone: {log}"
+    );
 }

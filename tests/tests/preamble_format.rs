@@ -6,8 +6,7 @@
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
-    pasted, pdf_pages_rendered, second_after, succeeded_text, two_sections_with_style, write_file,
-    TestApp,
+    pasted, pdf_pages_rendered, succeeded_text, two_sections_with_style, write_file, TestApp,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -314,44 +313,6 @@ async fn a_main_file_the_key_cannot_hold_is_never_dumped() {
     assert_eq!(job["preamble_cache"], "unavailable", "{job:#}");
     let log = app.log(job.id()).await;
     assert!(!log.contains("mylatexformat"), "{log}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_format_that_makes_passes_loop_is_dropped_and_costs_a_compile_half_its_time_only() {
-    let app = TestApp::spawn().await;
-    // \greet loops in the format only: the preamble tells that it is being dumped.
-    let document = |body: &str| {
-        json!({ "input_latex": format!(
-            "\\documentclass{{article}}\n\\makeatletter\n\\ifcsname MYLATEX@cleanup\\endcsname\
-             \\gdef\\greet{{\\greet}}\\else\\gdef\\greet{{Hello}}\\fi\n\\makeatother\n\
-             \\begin{{document}}\n{body}\n\\end{{document}}\n") })
-    };
-    let honest = second_after(&app, document("Draft."), document("\\greet{} world.")).await;
-    assert!(succeeded_text(&app, &honest).await.contains("Hello world."));
-    assert_eq!(honest["preamble_cache"], "miss", "{honest:#}");
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_check_of_the_format_that_would_run_past_the_timeout_stops_in_time() {
-    let app = TestApp::spawn().await;
-    // The pass that checks the format, the first to find flag.tex, never ends.
-    let request = json!({ "timeout_seconds": 12, "input_latex": format!(
-        "\\documentclass{{article}}\n\\begin{{document}}\
-         \\IfFileExists{{flag.tex}}{{\\loop\\iftrue\\repeat}}{{{}}}Spun.\\end{{document}}",
-        write_file("flag.tex", "x")
-    ) });
-    let first = app.compile(request.clone()).await;
-    let log = app.log(first.id()).await;
-    assert_eq!(first["status"], "Succeeded", "{first:#}\n{log}");
-    assert!(
-        log.contains("keeping the preamble as a format: it ran out of time"),
-        "{log}"
-    );
-    assert!(succeeded_text(&app, &first).await.contains("Spun."));
-    // Out of time is not the preamble's fault: the next compile tries again.
-    let second = app.compile(request).await;
-    assert_eq!(second["status"], "Succeeded", "{second:#}");
-    assert_eq!(second["preamble_cache"], "miss", "{second:#}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,15 +2,12 @@
 //! (forward), and which source line a point of a page shows (inverse). Positions are in PDF
 //! big points from the page's top left corner, paths are the project's.
 
-use super::synctex::{Kind, Page, Record, Synctex};
+use super::synctex::{Kind, Record, Synctex, MAX_BOXES};
 use serde::Serialize;
-use std::collections::HashSet;
 
 /// Where the sandbox compiles: the sources' names in the file begin with it.
 const WORK_DIR: &str = "/work";
 
-/// The most boxes a forward answer lists.
-const MAX_BOXES: usize = 64;
 /// How many lines away a forward query looks when its line made nothing (a blank line, a
 /// comment): the next line that made something, as editors expect.
 const NEARBY_LINES: u32 = 32;
@@ -46,41 +43,31 @@ impl Synctex {
             .filter(|(_, path)| project_path(path).as_deref() == Some(file))
             .map(|(tag, _)| *tag)
             .collect();
-        let lines_made: HashSet<u32> = self
-            .pages
-            .iter()
-            .flat_map(|page| &page.records)
-            .filter(|record| tags.contains(&record.tag))
-            .map(|record| record.line)
-            .collect();
-        let Some(found) = (0..=NEARBY_LINES)
+        let boxes_of = |wanted: u32| {
+            tags.iter()
+                .filter_map(|&tag| self.by_line.get(&(tag, wanted)))
+                .flatten()
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let Some(mut found) = (0..=NEARBY_LINES)
             .flat_map(|distance| [line.checked_add(distance), line.checked_sub(distance)])
             .flatten()
-            .find(|candidate| lines_made.contains(candidate))
+            .map(boxes_of)
+            .find(|boxes| !boxes.is_empty())
         else {
             return Vec::new();
         };
-        let mut boxes = Vec::new();
-        for page in &self.pages {
-            let mut seen = Vec::new();
-            for (index, record) in page.records.iter().enumerate() {
-                if record.line != found || !tags.contains(&record.tag) {
-                    continue;
-                }
-                let Some(index) = enclosing_hbox(page, index) else {
-                    continue;
-                };
-                if seen.contains(&index) {
-                    continue;
-                }
-                seen.push(index);
-                boxes.push(self.pdf_box(page.number, &page.records[index]));
-                if boxes.len() == MAX_BOXES {
-                    return boxes;
-                }
-            }
-        }
-        boxes
+        found.sort_unstable();
+        found.dedup();
+        found
+            .into_iter()
+            .take(MAX_BOXES)
+            .map(|(page, index)| {
+                let page = &self.pages[page as usize];
+                self.pdf_box(page.number, &page.records[index as usize])
+            })
+            .collect()
     }
 
     /// The source place of the point (`h`, `v`) of page `page`: the innermost horizontal box
@@ -135,16 +122,6 @@ impl Synctex {
             height: (record.height as f64 + record.depth as f64) * scale,
         }
     }
-}
-
-/// The horizontal box the record at `index` is or is in.
-fn enclosing_hbox(page: &Page, index: usize) -> Option<usize> {
-    let record = &page.records[index];
-    if record.kind == Kind::HBox {
-        return Some(index);
-    }
-    let parent = record.parent? as usize;
-    (page.records.get(parent)?.kind == Kind::HBox).then_some(parent)
 }
 
 /// How far the point is from the box: 0 inside it.

@@ -13,6 +13,8 @@ pub const MAX_UNCOMPRESSED: u64 = 64 * 1024 * 1024;
 pub const MAX_RECORDS: usize = 1_000_000;
 /// The longest line read; SyncTeX's are a few dozen bytes, an input's path a few hundred.
 const MAX_LINE: usize = 4096;
+/// The most boxes kept of one source line: a forward answer lists at most these.
+pub const MAX_BOXES: usize = 64;
 /// Scaled points in a big point, the PDF's unit.
 const SP_PER_BP: f64 = 65_536.0 * 72.27 / 72.0;
 
@@ -65,6 +67,9 @@ pub struct Synctex {
     pub pages: Vec<Page>,
     /// Big points per unit of the file's positions.
     pub scale: f64,
+    /// The horizontal boxes each source line made (the first [`MAX_BOXES`]), as (page index,
+    /// record index), in page order: a forward query is a lookup, not a walk through the pages.
+    pub by_line: HashMap<(u32, u32), Vec<(u32, u32)>>,
 }
 
 impl Synctex {
@@ -80,6 +85,7 @@ impl Synctex {
             inputs: HashMap::new(),
             pages: Vec::new(),
             scale: 1.0 / SP_PER_BP,
+            by_line: HashMap::new(),
         };
         let (mut unit, mut magnification): (f64, f64) = (1.0, 1000.0);
         let mut line = Vec::new();
@@ -169,7 +175,27 @@ impl Synctex {
         if unit > 0.0 && magnification > 0.0 && unit.is_finite() && magnification.is_finite() {
             synctex.scale = unit * magnification / 1000.0 / SP_PER_BP;
         }
+        synctex.index_lines();
         Ok(synctex)
+    }
+
+    fn index_lines(&mut self) {
+        for (page_index, page) in self.pages.iter().enumerate() {
+            for (index, record) in page.records.iter().enumerate() {
+                let hbox = match record.kind {
+                    Kind::HBox => Some(index as u32),
+                    _ => record
+                        .parent
+                        .filter(|&parent| page.records[parent as usize].kind == Kind::HBox),
+                };
+                let Some(hbox) = hbox else { continue };
+                let boxes = self.by_line.entry((record.tag, record.line)).or_default();
+                let at = (page_index as u32, hbox);
+                if boxes.len() < MAX_BOXES && boxes.last() != Some(&at) {
+                    boxes.push(at);
+                }
+            }
+        }
     }
 }
 

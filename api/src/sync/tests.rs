@@ -207,3 +207,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn one_line_in_many_boxes_is_answered_with_its_first_boxes() {
+    let mut many = b"SyncTeX Version:1\nInput:1:/work/main.tex\n{1\n".to_vec();
+    for h in 0..200_000 {
+        many.extend_from_slice(format!("(1,1:{h},1:10,10,10\n)\n").as_bytes());
+    }
+    many.extend_from_slice(b"}1\n");
+    let boxes = Synctex::parse(&gzip(&many)).unwrap().forward("main.tex", 1);
+    assert_eq!(boxes.len(), 64);
+    assert!(
+        boxes.windows(2).all(|pair| pair[0].h < pair[1].h),
+        "in page order"
+    );
+}

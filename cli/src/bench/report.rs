@@ -24,6 +24,7 @@ pub struct Figures {
     pub ingest: Value,
     pub queue: Value,
     pub rss_mib: Value,
+    pub sync: Value,
     /// Null unless `--reference-image` was given.
     pub image_comparison: Value,
 }

@@ -226,6 +226,10 @@ fn dump_in_time(
             steps.skip("keeping the preamble as a format: it ran out of time".into());
             (None, Vec::new())
         }
+        Dump::Refused { why } => {
+            steps.skip(format!("keeping the preamble as a format: {why}"));
+            (Some(Dump::Refused { why }), format)
+        }
         dump => (Some(dump), format),
     }
 }

@@ -124,9 +124,10 @@ struct Budget {
 }
 
 impl Budget {
-    /// How it bounds the next pass, `with_format` or not. Spent, a run from the last compile's
-    /// files stops (to run again from nothing); a run with only the format goes on without
-    /// it: the format is the document's own preamble, which the job's deadline bounds.
+    /// How it bounds the next pass, `with_format` or not, in CPU and wall seconds. Spent, a run
+    /// from the last compile's files stops (to run again from nothing); a run with only the
+    /// format goes on without it: the format is the document's own preamble, which the job's
+    /// deadline bounds.
     fn bound(&self, with_format: bool) -> Bound {
         let Some(total) = self
             .cpu_seconds
@@ -189,13 +190,15 @@ fn try_pass(
     let left = match shared.budget.bound(format.path.is_some()) {
         Bound::Unbounded => None,
         Bound::CpuSeconds(left) => Some(left),
-        // Not blamed: passes that take long are the document's, with the format or without.
+        // Blamed: a format can make only its own passes slow (a hook that waits when a file of
+        // the compile is missing), and a document slow without it loses only the format.
         Bound::WithoutFormat => {
             steps.trace.push(
                 "texfleet: the passes with the project's preamble format ran out of their time; the passes go on without it"
                     .into(),
             );
             format.path = None;
+            format.blamed = true;
             None
         }
         Bound::Spent => {
@@ -220,7 +223,18 @@ fn try_pass(
         .map(|left| (Resource::RLIMIT_CPU, left))
         .into_iter()
         .collect();
-    let ran = process::run(&program, None, &limits);
+    // The budget bounds the pass in time too, not only in its own CPU: waiting on what it
+    // starts (the restricted shell escape) costs TeX no CPU. The alarm ends the pass and what
+    // it started (see `super::on_alarm`); it then failed, and runs again without the format or
+    // from nothing.
+    let ran = process::start(&program, None, &limits).and_then(|child| {
+        if let Some(left) = left {
+            nix::unistd::alarm::set(u32::try_from(left).unwrap_or(u32::MAX));
+        }
+        let exit = process::wait(child);
+        nix::unistd::alarm::cancel();
+        exit
+    });
     let took = started.elapsed().as_millis();
     process::end_strays();
     let exit = match ran {
@@ -235,6 +249,18 @@ fn try_pass(
         engine.name(),
         steps::describe(exit)
     ));
+    // Ended by the alarm (SIGKILL) or its CPU limit (SIGXCPU): with the format, the format is
+    // at fault whatever the next pass does (from the last compile's files, none follows).
+    let out_of_time = left.is_some()
+        && matches!(exit, process::Exit::Signal(signal)
+            if signal == nix::libc::SIGKILL || signal == nix::libc::SIGXCPU);
+    if out_of_time && format.path.is_some() {
+        format.blamed = true;
+        steps.trace.push(
+            "texfleet: a pass with the project's preamble format ran out of its time; the format is dropped"
+                .into(),
+        );
+    }
     let recorded =
         recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), shared.folder);
     let log = fs::read(LOG_FILE).unwrap_or_default();

@@ -49,7 +49,8 @@ const RENDER_CPU_SECONDS: u64 = 20;
 const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output.xdv"];
 
 /// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
-/// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes).
+/// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes;
+/// the caller says it in the trace, knowing whether it ran out of time).
 /// `files` are the job's sources as sent, by path relative to the work directory.
 pub fn dump(
     steps: &mut Steps,
@@ -69,7 +70,7 @@ pub fn dump(
     // that rewrites main.tex with `\openout` would put code no source holds into the format).
     if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
         let judged = refused(&format!("the compile rewrote {rewritten}"));
-        return give_up(steps, judged);
+        return (judged, Vec::new());
     }
     let sources: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
     let main_path = folder.join(main);
@@ -78,7 +79,10 @@ pub fn dump(
         .find(|file| Path::new(&file.path) == main_path)
         .and_then(|file| BASE64.decode(&file.content_base64).ok())
     else {
-        return give_up(steps, refused("the main file is not among the sources"));
+        return (
+            refused("the main file is not among the sources"),
+            Vec::new(),
+        );
     };
     // The dump reads the main file cut where the scheduler's key ends, so the format holds
     // nothing the key leaves out, however the preamble reads on (a preamble can take the
@@ -87,9 +91,9 @@ pub fn dump(
     cut.extend_from_slice(BEGIN_DOCUMENT);
     cut.push(b'\n');
     if let Err(error) = files::replace(Path::new(main), &cut) {
-        return give_up(
-            steps,
+        return (
             refused(&format!("the main file cannot be cut: {error}")),
+            Vec::new(),
         );
     }
     let aside = |name: &str| format!(".texfleet-kept-{name}");
@@ -123,7 +127,7 @@ pub fn dump(
     let _ = fs::remove_file(FORMAT_FILE);
     match checked {
         Ok(dumped) => (judged, dumped),
-        Err(why) => give_up(steps, Dump::Refused { why }),
+        Err(why) => (Dump::Refused { why }, Vec::new()),
     }
 }
 
@@ -171,14 +175,6 @@ fn check(
         return Err("a pass with the format renders other pages than the compile".into());
     }
     Ok(dumped)
-}
-
-/// A refused dump, with its reason in the trace, and no format.
-fn give_up(steps: &mut Steps, judged: Dump) -> (Dump, Vec<u8>) {
-    if let Dump::Refused { why } = &judged {
-        steps.skip(format!("keeping the preamble as a format: {why}"));
-    }
-    (judged, Vec::new())
 }
 
 /// What the dump in `folder` (below the work directory) read and wrote, from its exit and its
