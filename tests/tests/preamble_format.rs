@@ -333,3 +333,23 @@ async fn what_the_check_of_the_format_runs_through_the_shell_escape_is_in_the_lo
     let log = app.log(job.id()).await;
     assert!(log.contains("kpsewhich 'main.tex'"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preamble_that_overwrites_the_recorder_cannot_hide_what_it_read() {
+    let app = TestApp::spawn().await;
+    // The preamble reads macros.tex, then overwrites the dump's recorder (output.fls) with
+    // the format's own \openout and padding longer than what the recorder wrote by then.
+    let document = |value: &str| {
+        json!({ "input_latex": "\\documentclass{article}\n\\input{macros}\n\\makeatletter\n\
+            \\ifdefined\\MYLATEX@openout \\let\\rawopenout\\MYLATEX@openout \\else \\let\\rawopenout\\openout \\fi\n\
+            \\makeatother\n\\newwrite\\fl\n\\immediate\\rawopenout\\fl=output.fls\n\\immediate\\write\\fl{PWD /work}\n\
+            \\newcount\\n\n\\loop\\ifnum\\n<600 \\immediate\\write\\fl{pad pad pad pad pad pad pad pad pad pad}\\advance\\n 1 \\repeat\n\
+            \\immediate\\closeout\\fl\n\\begin{document}\nvalue is \\val\n\\end{document}\n",
+            "files": [{ "path": "macros.tex", "content": format!("\\def\\val{{{value}}}\n") }] })
+    };
+    let first = app.compile(document("OLD")).await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    let second = app.compile(document("NEW")).await;
+    assert!(succeeded_text(&app, &second).await.contains("value is NEW"));
+    assert_eq!(second["preamble_cache"], "miss", "{second:#}");
+}

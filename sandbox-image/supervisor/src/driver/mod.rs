@@ -18,6 +18,7 @@ mod finish;
 mod glossaries;
 mod indexes;
 mod names;
+mod opened;
 mod passes;
 mod preamble;
 mod recorder;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use texfleet_sandbox::{JOB_NAME, LOG_FILE};
+use texfleet_sandbox::LOG_FILE;
 
 /// latexmk's default limit of runs.
 pub const MAX_PASSES: usize = 5;
@@ -261,8 +261,7 @@ fn try_pass(
                 .into(),
         );
     }
-    let recorded =
-        recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), shared.folder);
+    let recorded = recorder::read_recorder(Path::new(recorder::RECORDER_FILE), shared.folder);
     let log = fs::read(LOG_FILE).unwrap_or_default();
     let log = String::from_utf8_lossy(&log).into_owned();
     steps.note_shell_escapes();

@@ -20,16 +20,19 @@ use super::engine::{Engine, EnginePrograms as _};
 use super::eps;
 use super::files;
 use super::finish;
+use super::opened;
+use super::recorder::RECORDER_FILE;
 use super::steps::Steps;
 use crate::process::Exit;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::{
-    is_plain_relative, preamble_end, Dump, FileSpec, BEGIN_DOCUMENT, FORMAT_FILE, JOB_NAME,
-    LOG_FILE, MAX_FORMAT_BYTES, PDF_FILE, STATE_A_FORMAT_DROPS, SYNCTEX_FILE, WORK_DIR,
+    is_plain_relative, preamble_end, Dump, FileSpec, BEGIN_DOCUMENT, FORMAT_FILE, LOG_FILE,
+    MAX_FORMAT_BYTES, PDF_FILE, STATE_A_FORMAT_DROPS, SYNCTEX_FILE, WORK_DIR,
 };
 
 /// Where TeX's own files are: a dump may read anything there (the image is in the key).
@@ -46,7 +49,13 @@ const RENDERED: [&str; 2] = ["/tmp/texfleet-pages-1.pgm", "/tmp/texfleet-pages-2
 const RENDER_CPU_SECONDS: u64 = 20;
 
 /// The compile's results, kept aside while the dump and its check run under the same job name.
-const KEPT: [&str; 5] = [PDF_FILE, LOG_FILE, SYNCTEX_FILE, "output.fls", "output.xdv"];
+const KEPT: [&str; 5] = [
+    PDF_FILE,
+    LOG_FILE,
+    SYNCTEX_FILE,
+    RECORDER_FILE,
+    "output.xdv",
+];
 
 /// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
 /// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes;
@@ -100,9 +109,13 @@ pub fn dump(
     for name in KEPT {
         let _ = fs::rename(name, aside(name));
     }
+    let watch = opened::Watch::start(Path::new(WORK_DIR));
     let exit = steps.run(&program);
     steps.note_shell_escapes();
-    let judged = judge(exit, folder, &sources);
+    let opened = watch
+        .map_err(|error| format!("what it opens cannot be followed: {error}"))
+        .and_then(opened::Watch::opened);
+    let judged = judge(exit, folder, &sources, opened);
     // The check pass compiles the whole document again.
     let checked = files::replace(Path::new(main), &sent)
         .map_err(|error| format!("the main file cannot be put back: {error}"))
@@ -177,9 +190,15 @@ fn check(
     Ok(dumped)
 }
 
-/// What the dump in `folder` (below the work directory) read and wrote, from its exit and its
-/// recorder: a format keyed by the sources it read, or why it cannot be one.
-fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
+/// What the dump in `folder` (below the work directory) read and wrote, from its exit, its
+/// recorder and the files of the work directory it `opened`: a format keyed by the sources it
+/// read, or why it cannot be one.
+fn judge(
+    exit: Option<Exit>,
+    folder: &Path,
+    sources: &[String],
+    opened: Result<BTreeSet<PathBuf>, String>,
+) -> Dump {
     if !exit.is_some_and(Exit::success) {
         let log = fs::read(LOG_FILE).unwrap_or_default();
         let log = String::from_utf8_lossy(&log);
@@ -192,7 +211,7 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
     if !Path::new(FORMAT_FILE).is_file() {
         return refused("the dump wrote no format");
     }
-    let fls = fs::read(Path::new(JOB_NAME).with_extension("fls")).unwrap_or_default();
+    let fls = fs::read(RECORDER_FILE).unwrap_or_default();
     let cwd = Path::new(WORK_DIR).join(folder);
     let mut reads = Vec::new();
     for line in String::from_utf8_lossy(&fls).lines() {
@@ -241,6 +260,30 @@ fn judge(exit: Option<Exit>, folder: &Path, sources: &[String]) -> Dump {
                     path.display()
                 ))
             }
+        }
+    }
+    // The recorder is the document's to overwrite (`\openout` of output.fls in the preamble):
+    // what the kernel saw the dump open in the work directory counts as read too.
+    let opened = match opened {
+        Ok(opened) => opened,
+        Err(why) => return refused(&format!("the dump: {why}")),
+    };
+    let own = [FORMAT_FILE, LOG_FILE, PDF_FILE, RECORDER_FILE].map(|own| folder.join(own));
+    // A file opened and gone is the engine's recorder under its first name (`pdflatex<pid>.fls`,
+    // renamed once the job name is known): TeX can make and overwrite files, not remove them.
+    let gone = |path: &PathBuf| fs::symlink_metadata(Path::new(WORK_DIR).join(path)).is_err();
+    for path in opened
+        .iter()
+        .filter(|path| !own.contains(path) && !gone(path))
+    {
+        let read = path.to_string_lossy().into_owned();
+        if !sources.contains(&read) {
+            return refused(&format!(
+                "the preamble reads {read}, which the compile wrote"
+            ));
+        }
+        if !reads.contains(&read) {
+            reads.push(read);
         }
     }
     Dump::Built { reads }

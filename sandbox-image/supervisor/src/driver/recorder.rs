@@ -8,6 +8,9 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 use texfleet_sandbox::is_plain_relative;
 
+/// The recorder's file, named by the job (`JOB_NAME`).
+pub const RECORDER_FILE: &str = "output.fls";
+
 /// What a pass read and wrote, from its `.fls`: paths relative to the folder it ran in, only
 /// those inside it (TeX's own trees are not ours to watch).
 #[derive(Debug, Default)]

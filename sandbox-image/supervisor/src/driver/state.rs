@@ -21,7 +21,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use texfleet_sandbox::{
-    is_handed_on, CompileState, FileSpec, JOB_NAME, MAX_STATE_BYTES, MAX_STATE_FILES, WORK_DIR,
+    is_handed_on, CompileState, FileSpec, MAX_STATE_BYTES, MAX_STATE_FILES, WORK_DIR,
 };
 
 /// The most auxiliary bytes kept: base64 in JSON must stay below [`MAX_STATE_BYTES`].
@@ -73,7 +73,7 @@ fn write_decoded(path: &Path, content_base64: &str) -> io::Result<()> {
 /// The auxiliary files the last pass read or wrote in `folder`, the current one (`sources`
 /// are the job's own files there, which are not state), up to the size the scheduler keeps.
 pub fn next(steps: &Steps, folder: &Path, sources: &[PathBuf]) -> CompileState {
-    let recorded = recorder::read_recorder(&Path::new(JOB_NAME).with_extension("fls"), folder);
+    let recorded = recorder::read_recorder(Path::new(recorder::RECORDER_FILE), folder);
     let mut state = CompileState {
         files: Vec::new(),
         tools: steps.signatures(),
