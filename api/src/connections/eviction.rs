@@ -5,7 +5,6 @@ use super::Activity;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use tokio::time::Instant;
 
 impl Open {
     /// The connection to close to make room: from the widest networks (IPv4 /16, IPv6 /32)
@@ -67,9 +66,12 @@ fn heaviest(held: impl Iterator<Item = (IpAddr, usize)>) -> HashSet<IpAddr> {
 
 /// Which of a client's connections goes first: one serving a request last, so that no work
 /// is cut while a silent connection could go instead; before it, one just accepted that has not
-/// had time to send its request; first, an idle one. Within each, the oldest progress.
-fn order(activity: &Activity) -> (bool, bool, Instant) {
+/// had time to send its request (a newcomer); first, an idle one. Idle and serving ones, the
+/// longest quiet first; newcomers, the newest first: a party that opens and drops connections
+/// faster than a client sends its request's head then closes its own, not the client's.
+fn order(activity: &Activity) -> (bool, bool, i128) {
     let serving = activity.in_flight.load(Ordering::Acquire) > 0;
-    let progress = *activity.last_progress.lock().expect("not poisoned");
-    (serving, activity.is_newcomer(), progress)
+    let newcomer = activity.is_newcomer();
+    let quiet = activity.quiet_for().as_nanos() as i128;
+    (serving, newcomer, if newcomer { quiet } else { -quiet })
 }

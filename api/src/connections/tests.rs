@@ -84,18 +84,24 @@ async fn when_every_address_holds_one_the_network_holding_the_most_gives_way() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_tie_between_networks_closes_the_connection_to_give_way_first_whatever_its_address() {
+async fn a_client_whose_request_is_on_its_way_outlives_newcomers_churned_after_it() {
     let connections = Connections::new(limits(4, 0));
-    // Three silent newcomers, each alone in its /24 of one /16, then a client alone in a /24
-    // of the same /16 whose request has not arrived yet.
-    let churning: Vec<Slot> = (0..3)
-        .map(|net| connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, net, 1))))
-        .collect();
-    tokio::time::advance(Duration::from_millis(20)).await;
+    // A client alone in its /24 of a /16, whose request has not arrived yet; then newcomers
+    // of a party that churns them, each alone in another /24 of that /16.
     let client = connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, 200, 1)));
+    tokio::time::advance(Duration::from_millis(20)).await;
+    let mut churning = Vec::new();
+    for net in 0..3 {
+        churning.push(connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, net, 1))));
+        tokio::time::advance(Duration::from_millis(1)).await;
+    }
     let _arriving = connections.admit(elsewhere(1));
-    assert!(!client.activity.evicted.is_cancelled(), "the newest stays");
+    assert!(!client.activity.evicted.is_cancelled(), "the client stays");
     assert_eq!(evicted(&churning), 1);
+    assert!(
+        churning[2].activity.evicted.is_cancelled(),
+        "the newest goes"
+    );
 }
 
 #[tokio::test(start_paused = true)]
