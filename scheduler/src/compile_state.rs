@@ -312,9 +312,17 @@ pub async fn keep(
             tracing::info!(why, "preamble not kept as a format");
             FormatKey::of(job, image_id, &[]).map(|key| StoredFormat { key, sha256: None })
         }
-        // It failed a pass, or the compile ran again from nothing: it may be what failed (a
-        // format can make every pass loop).
-        (Preamble::Load { .. }, _, _) if state.format_refused || state.restarted => None,
+        // It failed or slowed a pass: not dumped again while the preamble and what it read
+        // are unchanged (the dump would pass its check, which the preamble can tell from a
+        // later compile, and the next load fail again).
+        (Preamble::Load { .. }, _, _) if state.format_refused => {
+            earlier.map(|format| StoredFormat {
+                key: format.key,
+                sha256: None,
+            })
+        }
+        // The compile ran again from nothing: the format may be what failed.
+        (Preamble::Load { .. }, _, _) if state.restarted => None,
         _ => earlier,
     };
     let kept_format_sha256 = format.as_ref().and_then(|format| format.sha256.clone());

@@ -63,6 +63,9 @@ async fn a_format_that_waits_on_the_shell_escape_is_dropped() {
         log.contains("a pass with the project's preamble format ran out of its time"),
         "{log}"
     );
-    // Dropped: the job says so.
+    // Dropped: the job says so, and the preamble is not dumped again while it is unchanged.
     assert_eq!(slowed["preamble_cache"], "miss", "{slowed:#}");
+    let third = app.compile(document("Third.")).await;
+    assert_eq!(third["preamble_cache"], "unavailable", "{third:#}");
+    assert!(succeeded_text(&app, &third).await.contains("Third."));
 }
