@@ -21,8 +21,12 @@ use std::sync::{Arc, Mutex};
 use synctex::{Synctex, Unreadable};
 use texfleet_core::model::JobStatus;
 
-/// The records of the parsed files kept, in all: two of the largest files read, about 100 MB.
-const KEPT_RECORDS: usize = 2 * synctex::MAX_RECORDS;
+/// What the parsed files kept may weigh, in all: a few of the largest.
+const KEPT_BYTES: usize = 192 * 1024 * 1024;
+/// Files that cannot be queried, remembered so that each is read once.
+const UNREADABLE_KEPT: usize = 256;
+/// How long a query waits for another's parse before it is told to retry.
+const PARSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The parsed SyncTeX files of the last jobs queried, and the one parse allowed at a time.
 pub struct SyncCache {
@@ -30,10 +34,12 @@ pub struct SyncCache {
     parsing: tokio::sync::Semaphore,
 }
 
-/// Parsed files by their object's key, the least recently queried dropped first.
+/// Parsed files by their object's key, the least recently queried dropped first, and the
+/// keys of files that cannot be queried.
 struct Kept {
     files: lru::LruCache<String, Arc<Synctex>>,
-    records: usize,
+    bytes: usize,
+    unreadable: lru::LruCache<String, &'static str>,
 }
 
 impl SyncCache {
@@ -41,32 +47,41 @@ impl SyncCache {
         SyncCache {
             parsed: Mutex::new(Kept {
                 files: lru::LruCache::unbounded(),
-                records: 0,
+                bytes: 0,
+                unreadable: lru::LruCache::new(
+                    std::num::NonZeroUsize::new(UNREADABLE_KEPT).expect("not 0"),
+                ),
             }),
             parsing: tokio::sync::Semaphore::new(1),
         }
     }
 
-    fn get(&self, key: &str) -> Option<Arc<Synctex>> {
-        self.parsed
-            .lock()
-            .expect("not poisoned")
-            .files
-            .get(key)
-            .cloned()
+    fn get(&self, key: &str) -> Option<Result<Arc<Synctex>, &'static str>> {
+        let mut kept = self.parsed.lock().expect("not poisoned");
+        if let Some(why) = kept.unreadable.get(key) {
+            return Some(Err(*why));
+        }
+        kept.files.get(key).cloned().map(Ok)
     }
 
-    fn keep(&self, key: String, synctex: Arc<Synctex>) {
+    fn keep(&self, key: String, parsed: Result<Arc<Synctex>, &'static str>) {
         let mut kept = self.parsed.lock().expect("not poisoned");
-        kept.records += synctex.records();
+        let synctex = match parsed {
+            Ok(synctex) => synctex,
+            Err(why) => {
+                kept.unreadable.put(key, why);
+                return;
+            }
+        };
+        kept.bytes += synctex.weight();
         if let Some(replaced) = kept.files.put(key, synctex) {
-            kept.records -= replaced.records();
+            kept.bytes -= replaced.weight();
         }
-        while kept.records > KEPT_RECORDS {
+        while kept.bytes > KEPT_BYTES {
             let Some((_, dropped)) = kept.files.pop_lru() else {
                 break;
             };
-            kept.records -= dropped.records();
+            kept.bytes -= dropped.weight();
         }
     }
 }
@@ -197,34 +212,31 @@ async fn parsed(state: &AppState, auth: &Authenticated, id: &str) -> Result<Arc<
         return Err(Problem::not_found("the job has no SyncTeX file"));
     };
     let cache = &state.sync_cache;
+    let unreadable = |why: &str| Problem::validation(vec![FieldError::new("", why)]);
     if let Some(kept) = cache.get(&key) {
-        return Ok(kept);
+        return kept.map_err(unreadable);
     }
     let _slot = state.downloads.take(auth.project_id).ok_or_else(|| {
         Problem::rate_limited("too many downloads of this project in flight; retry", 1)
     })?;
-    let _parsing = cache
-        .parsing
-        .acquire()
+    let _parsing = tokio::time::timeout(PARSE_WAIT, cache.parsing.acquire())
         .await
+        .map_err(|_| Problem::rate_limited("other SyncTeX files are being read; retry", 1))?
         .map_err(|_| Problem::internal())?;
     if let Some(kept) = cache.get(&key) {
-        return Ok(kept);
+        return kept.map_err(unreadable);
     }
     let bytes = state.storage.get_bytes(&key).await?;
-    let synctex = tokio::task::spawn_blocking(move || Synctex::parse(&bytes))
+    let parsed = tokio::task::spawn_blocking(move || Synctex::parse(&bytes))
         .await
         .map_err(|_| Problem::internal())?
-        .map_err(|unreadable| {
-            let why = match unreadable {
-                Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
-                Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
-            };
-            Problem::validation(vec![FieldError::new("", why)])
-        })?;
-    let synctex = Arc::new(synctex);
-    cache.keep(key, synctex.clone());
-    Ok(synctex)
+        .map(Arc::new)
+        .map_err(|why| match why {
+            Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
+            Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
+        });
+    cache.keep(key, parsed.clone());
+    parsed.map_err(unreadable)
 }
 
 mod query;

@@ -5,9 +5,6 @@
 use super::synctex::{Kind, Record, Synctex, MAX_BOXES};
 use serde::Serialize;
 
-/// Where the sandbox compiles: the sources' names in the file begin with it.
-const WORK_DIR: &str = "/work";
-
 /// How many lines away a forward query looks when its line made nothing (a blank line, a
 /// comment): the next line that made something, as editors expect.
 const NEARBY_LINES: u32 = 32;
@@ -40,7 +37,7 @@ impl Synctex {
         let tags: Vec<u32> = self
             .inputs
             .iter()
-            .filter(|(_, path)| project_path(path).as_deref() == Some(file))
+            .filter(|(_, path)| path.as_str() == file)
             .map(|(tag, _)| *tag)
             .collect();
         let boxes_of = |wanted: u32| {
@@ -78,16 +75,12 @@ impl Synctex {
             .iter()
             .find(|candidate| candidate.number == page)?;
         let (h, v) = (h / self.scale, v / self.scale);
-        let in_project = |record: &Record| {
-            self.inputs
-                .get(&record.tag)
-                .and_then(|path| project_path(path))
-        };
+        let in_project = |record: &Record| self.inputs.contains_key(&record.tag);
         let target = page
             .records
             .iter()
             .enumerate()
-            .filter(|(_, record)| record.kind == Kind::HBox && in_project(record).is_some())
+            .filter(|(_, record)| record.kind == Kind::HBox && in_project(record))
             .min_by(|(_, a), (_, b)| {
                 let key = |record: &Record| (distance(record, h, v), area(record));
                 key(a)
@@ -98,7 +91,7 @@ impl Synctex {
         let inside = page
             .records
             .iter()
-            .filter(|record| record.parent == Some(target as u32) && in_project(record).is_some());
+            .filter(|record| record.parent == Some(target as u32) && in_project(record));
         let chosen = inside
             .clone()
             .filter(|record| (record.h as f64) <= h)
@@ -106,7 +99,7 @@ impl Synctex {
             .or_else(|| inside.min_by_key(|record| record.h))
             .unwrap_or(&page.records[target]);
         Some(SourcePlace {
-            file: in_project(chosen)?,
+            file: self.inputs.get(&chosen.tag)?.clone(),
             line: chosen.line,
             column: chosen.column,
         })
@@ -138,21 +131,4 @@ fn distance(record: &Record, h: f64, v: f64) -> f64 {
 
 fn area(record: &Record) -> f64 {
     (record.width as f64).abs() * (record.height as f64 + record.depth as f64).abs()
-}
-
-/// The project path of a source as the compile named it (`/work/./ch/one.tex`), None for a
-/// file outside the project (a package's).
-pub fn project_path(path: &str) -> Option<String> {
-    let inside = path.strip_prefix(WORK_DIR)?.strip_prefix('/')?;
-    let mut parts: Vec<&str> = Vec::new();
-    for component in inside.split('/') {
-        match component {
-            "." | "" => {}
-            ".." => {
-                parts.pop()?;
-            }
-            other => parts.push(other),
-        }
-    }
-    (!parts.is_empty()).then(|| parts.join("/"))
 }

@@ -11,10 +11,15 @@ use std::io::{BufRead, BufReader, Read};
 pub const MAX_UNCOMPRESSED: u64 = 64 * 1024 * 1024;
 /// The most records read (48 bytes each): a 300-page thesis makes about a million.
 pub const MAX_RECORDS: usize = 1_000_000;
+/// The most pages and sources read: a page costs its bytes even when it is empty.
+const MAX_PAGES: usize = 100_000;
+const MAX_INPUTS: usize = 10_000;
 /// The longest line read; SyncTeX's are a few dozen bytes, an input's path a few hundred.
 const MAX_LINE: usize = 4096;
 /// The most boxes kept of one source line: a forward answer lists at most these.
 pub const MAX_BOXES: usize = 64;
+/// Where the sandbox compiles: the sources' names in the file begin with it.
+const WORK_DIR: &str = "/work";
 /// Scaled points in a big point, the PDF's unit.
 const SP_PER_BP: f64 = 65_536.0 * 72.27 / 72.0;
 
@@ -62,7 +67,8 @@ pub struct Page {
 /// A parsed SyncTeX file.
 #[derive(Debug)]
 pub struct Synctex {
-    /// The sources by tag, as the compile named them.
+    /// The project's sources by tag, as project paths: a tag of another file (a package's)
+    /// or of a path no project file can have is not here.
     pub inputs: HashMap<u32, String>,
     pub pages: Vec<Page>,
     /// Big points per unit of the file's positions.
@@ -73,9 +79,19 @@ pub struct Synctex {
 }
 
 impl Synctex {
-    /// How many records it holds, which is what it weighs.
-    pub fn records(&self) -> usize {
-        self.pages.iter().map(|page| page.records.len()).sum()
+    /// About how many bytes it holds.
+    pub fn weight(&self) -> usize {
+        let records: usize = self.pages.iter().map(|page| page.records.len()).sum();
+        let paths: usize = self.inputs.values().map(|path| path.len() + 48).sum();
+        let lines: usize = self
+            .by_line
+            .values()
+            .map(|boxes| 48 + 8 * boxes.len())
+            .sum();
+        records * std::mem::size_of::<Record>()
+            + self.pages.len() * std::mem::size_of::<Page>()
+            + paths
+            + lines
     }
 
     /// Reads a gzip-compressed SyncTeX file.
@@ -91,6 +107,7 @@ impl Synctex {
         let mut line = Vec::new();
         let mut read = 0u64;
         let mut records = 0usize;
+        let mut pages = 0usize;
         let mut open: Vec<u32> = Vec::new();
         let mut page: Option<Page> = None;
         loop {
@@ -114,8 +131,14 @@ impl Synctex {
             if let Some(input) = text.strip_prefix("Input:") {
                 if let Some((tag, path)) = input.split_once(':') {
                     if let Ok(tag) = tag.parse() {
-                        synctex.inputs.insert(tag, path.to_string());
+                        match project_path(path) {
+                            Some(path) => synctex.inputs.insert(tag, path),
+                            None => synctex.inputs.remove(&tag),
+                        };
                     }
+                }
+                if synctex.inputs.len() > MAX_INPUTS {
+                    return Err(Unreadable::TooLarge);
                 }
                 continue;
             }
@@ -132,6 +155,10 @@ impl Synctex {
             };
             match kind {
                 '{' => {
+                    pages += 1;
+                    if pages > MAX_PAGES {
+                        return Err(Unreadable::TooLarge);
+                    }
                     open.clear();
                     page = Some(Page {
                         number: text[1..].parse().unwrap_or(0),
@@ -139,7 +166,7 @@ impl Synctex {
                     });
                 }
                 '}' => {
-                    if let Some(done) = page.take() {
+                    if let Some(done) = page.take().filter(|done| !done.records.is_empty()) {
                         synctex.pages.push(done);
                     }
                 }
@@ -172,8 +199,11 @@ impl Synctex {
         if read == 0 {
             return Err(Unreadable::NotSynctex);
         }
-        if unit > 0.0 && magnification > 0.0 && unit.is_finite() && magnification.is_finite() {
-            synctex.scale = unit * magnification / 1000.0 / SP_PER_BP;
+        // Within a thousand times TeX's own units either way: a scale the document chose
+        // beyond that would give answers no PDF has (or not numbers at all).
+        let scale = unit * magnification / 1000.0 / SP_PER_BP;
+        if (1e-3 / SP_PER_BP..=1e3 / SP_PER_BP).contains(&scale) {
+            synctex.scale = scale;
         }
         synctex.index_lines();
         Ok(synctex)
@@ -226,4 +256,25 @@ fn parse_record(text: &str) -> Option<Record> {
         depth: size.next().unwrap_or(0),
         parent: None,
     })
+}
+
+/// The project path of a source as the compile named it (`/work/./ch/one.tex`), None for a
+/// file outside the project (a package's) or a name no project file can have (the file is the
+/// document's: an editor would open what the answer names).
+pub fn project_path(path: &str) -> Option<String> {
+    let inside = path.strip_prefix(WORK_DIR)?.strip_prefix('/')?;
+    let mut parts: Vec<&str> = Vec::new();
+    for component in inside.split('/') {
+        match component {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    let path = parts.join("/");
+    texfleet_core::validate::check_path(&path)
+        .ok()
+        .map(|()| path)
 }

@@ -1,5 +1,5 @@
-use super::query::{project_path, PdfBox, SourcePlace};
-use super::synctex::{Synctex, Unreadable, MAX_RECORDS, MAX_UNCOMPRESSED};
+use super::query::{PdfBox, SourcePlace};
+use super::synctex::{project_path, Synctex, Unreadable, MAX_RECORDS, MAX_UNCOMPRESSED};
 use flate2::write::GzEncoder;
 use proptest::prelude::*;
 use std::io::Write;
@@ -141,6 +141,44 @@ fn only_the_project_s_files_have_project_paths() {
     assert_eq!(
         project_path("/usr/share/texmf/tex/latex/base/article.cls"),
         None
+    );
+    // Names no project file can have: an editor would open what the answer names.
+    let odd = [
+        "C:\\Windows\\win.ini",
+        "\\\\server\\share\\x",
+        "file:/etc/passwd",
+        "~/.bashrc",
+        "a\u{1b}[31m.tex",
+        "\u{202e}gnp.exe",
+        "-rf",
+        ".git/config",
+    ];
+    for odd in odd {
+        assert_eq!(project_path(&format!("/work/{odd}")), None, "{odd}");
+    }
+}
+
+#[test]
+fn a_scale_no_pdf_has_is_not_taken_and_empty_pages_weigh_nothing() {
+    let text = COMPILED
+        .replace("Magnification:1000", "Magnification:1e300")
+        .replace("Unit:1\n", "Unit:1e300\n");
+    let synctex = Synctex::parse(&gzip(text.as_bytes())).unwrap();
+    assert!(synctex
+        .forward("main.tex", 3)
+        .iter()
+        .all(|found| found.h.is_finite() && found.h < 1000.0));
+    let mut empty = b"SyncTeX Version:1\n".to_vec();
+    for page in 0..50_000 {
+        empty.extend_from_slice(format!("{{{page}\n}}{page}\n").as_bytes());
+    }
+    assert!(Synctex::parse(&gzip(&empty)).unwrap().weight() < 1024);
+    for page in 50_000..100_001 {
+        empty.extend_from_slice(format!("{{{page}\n}}{page}\n").as_bytes());
+    }
+    assert_eq!(
+        Synctex::parse(&gzip(&empty)).unwrap_err(),
+        Unreadable::TooLarge
     );
 }
 
