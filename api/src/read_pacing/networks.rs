@@ -33,7 +33,11 @@ impl Buckets {
                 .get(index + 1)
                 .map(|wider| self.by_network[wider].around());
             match self.by_network.get_mut(network) {
-                Some(bucket) => bucket.refill(level, now, around),
+                Some(bucket) => {
+                    bucket.refill(level, now, around);
+                    bucket.used = now;
+                }
+                // Made used now.
                 None => {
                     self.by_network
                         .insert(*network, Bucket::new(level, now, around));
@@ -42,7 +46,6 @@ impl Buckets {
                     }
                 }
             }
-            self.by_network.get_mut(network).expect("made").used = now;
         }
     }
 

@@ -169,15 +169,31 @@ pub fn run(
     output: Option<&File>,
     limits: &[(Resource, u64)],
 ) -> io::Result<Exit> {
-    wait(start(program, output, limits)?)
+    run_within(program, output, limits, None)
 }
 
-/// Starts `program` as [`run`] does, without waiting for it.
-pub fn start(
+/// [`run`], ended with whatever it started after `seconds` when set: SIGALRM, whose handler
+/// the caller installed (the driver's ends every stray). The alarm is armed once the program
+/// exists: armed before the fork, it could ring before there is anything to end.
+pub fn run_within(
     program: &Program,
     output: Option<&File>,
     limits: &[(Resource, u64)],
-) -> io::Result<Pid> {
+    seconds: Option<u32>,
+) -> io::Result<Exit> {
+    let child = start(program, output, limits)?;
+    if let Some(seconds) = seconds {
+        nix::unistd::alarm::set(seconds);
+    }
+    let exit = wait(child);
+    if seconds.is_some() {
+        nix::unistd::alarm::cancel();
+    }
+    exit
+}
+
+/// Starts `program` as [`run`] does, without waiting for it.
+fn start(program: &Program, output: Option<&File>, limits: &[(Resource, u64)]) -> io::Result<Pid> {
     spawn(program, None, output, || {
         for &(resource, limit) in limits {
             // Never above what this process may use: a hard limit cannot be raised.

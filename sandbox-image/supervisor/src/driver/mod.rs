@@ -10,6 +10,7 @@ mod bcf;
 mod bib2gls;
 mod bibliography;
 mod clear;
+mod dump_reads;
 mod engine;
 pub mod eps;
 mod files;

@@ -227,14 +227,8 @@ fn try_pass(
     // starts (the restricted shell escape) costs TeX no CPU. The alarm ends the pass and what
     // it started (see `super::on_alarm`); it then failed, and runs again without the format or
     // from nothing.
-    let ran = process::start(&program, None, &limits).and_then(|child| {
-        if let Some(left) = left {
-            nix::unistd::alarm::set(u32::try_from(left).unwrap_or(u32::MAX));
-        }
-        let exit = process::wait(child);
-        nix::unistd::alarm::cancel();
-        exit
-    });
+    let alarm = left.map(|left| u32::try_from(left).unwrap_or(u32::MAX));
+    let ran = process::run_within(&program, None, &limits, alarm);
     let took = started.elapsed().as_millis();
     process::end_strays();
     let exit = match ran {

@@ -101,15 +101,7 @@ impl Steps {
             .create_new(true)
             .open(TOOL_OUTPUT);
         let exit = match output {
-            // Armed once the program exists: an alarm before the fork would end nothing.
-            Ok(output) => process::start(program, Some(&output), limits).and_then(|child| {
-                if let Some(seconds) = alarm {
-                    nix::unistd::alarm::set(seconds);
-                }
-                let exit = process::wait(child);
-                nix::unistd::alarm::cancel();
-                exit
-            }),
+            Ok(output) => process::run_within(program, Some(&output), limits, alarm),
             Err(error) => Err(error),
         };
         process::end_strays();
