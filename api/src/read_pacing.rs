@@ -335,6 +335,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Paced<S> {
 }
 
 mod bucket;
+#[cfg(test)]
+mod network_tests;
 mod networks;
 #[cfg(test)]
 mod tests;

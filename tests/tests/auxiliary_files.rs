@@ -249,3 +249,36 @@ async fn a_planted_file_that_waits_costs_one_compile_half_its_time() {
         "the planted file is gone: {log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_file_that_waits_short_of_the_budget_and_writes_itself_anew_is_not_handed_on() {
+    let app = TestApp::spawn().await;
+    // Read from the .aux, it waits until TeX has run 7 s (on the shell escape, which costs TeX
+    // no CPU), then writes itself into the next .aux, the same: no pass runs again. The
+    // planting compile is spared.
+    let plant = r"\ifdefined\tfplant\else\gdef\tfplant{\ifdefined\planter\else\loop\ifnum\pdfelapsedtime<458752 \immediate\write18{kpsewhich main.tex}\repeat\fi\AtBeginDocument{\immediate\write\@mainaux{\string\ifdefined\string\tfplant\string\else\string\gdef\string\tfplant{\unexpanded\expandafter{\tfplant}}\string\tfplant\string\fi}}}\tfplant\fi";
+    let planting = json!({ "input_latex": format!(
+        "\\documentclass{{article}}\n\\gdef\\planter{{}}\n\\begin{{document}}\n\
+         \\makeatletter\\ifdefined\\tfplant\\else\\immediate\\write\\@mainaux{{\\unexpanded{{{plant}}}}}\\fi\\makeatother\n\
+         Planted.\n\\end{{document}}\n") });
+    let planted = app.compile(planting).await;
+    assert_eq!(planted["status"], "Succeeded", "{planted:#}");
+    let honest = |body: &str| {
+        json!({ "timeout_seconds": 20, "input_latex": format!(
+            "\\documentclass{{article}}\n\\begin{{document}}\n{body}\n\\end{{document}}\n") })
+    };
+    let waited = app.compile(honest("First.")).await;
+    let log = app.log(waited.id()).await;
+    assert_eq!(waited["status"], "Succeeded", "{waited:#}\n{log}");
+    assert_eq!(waited["incremental"], true, "{waited:#}\n{log}");
+    assert!(
+        log.contains(
+            "nothing handed on to the next compile: the passes from the last compile's files took"
+        ),
+        "{log}"
+    );
+    let next = app.compile(honest("Second.")).await;
+    assert_eq!(next["status"], "Succeeded", "{next:#}");
+    assert_eq!(next["incremental"], false, "from the sources: {next:#}");
+    assert!(succeeded_text(&app, &next).await.contains("Second."));
+}

@@ -15,9 +15,11 @@
 //! carry its flood, its fresh addresses read after the clients of clean /24s.
 //! That holds by arithmetic where a network has at most 256 sub-networks (IPv4): forgiven
 //! together, they cannot read a quarter of its refill. A network with more (an IPv6 /32's
-//! 65,536 /48s) forgives them together no faster than [`FORGIVEN_AT_FULL_RATE`] of them, and
-//! one first seen while it holds that many starts owing: fresh /48s taken in turn read after
-//! the client of a /48 it knows.
+//! 65,536 /48s) forgives them together no faster than [`FORGIVEN_AT_FULL_RATE`] of them.
+//! A part first seen while it holds that many, or while a network around it is unclean,
+//! starts owing: the fresh addresses and /24s of networks that carry a flood read after the
+//! clients those networks know, whatever the networks owe. What a part owes is capped at
+//! twice its clean allowance, so a network is clean again minutes after its flood ends.
 
 use tokio::time::Instant;
 
@@ -51,7 +53,8 @@ pub struct Level {
     /// How fast the part's connections are read besides requests; an address has none: its
     /// /24 paces it.
     pub pace: Option<Pace>,
-    /// What the part may owe, forgiven at [`Level::forgiven`], and still count as clean.
+    /// What the part may owe, forgiven at [`Level::forgiven`], and still count as clean; it
+    /// owes at most twice that.
     clean: f64,
     /// Bytes a second of what the part owes forgiven: more than a browser's control frames,
     /// at an address, and than a few browsers', at a network.
@@ -134,22 +137,24 @@ pub struct Bucket {
 #[derive(Clone, Copy)]
 pub struct Around {
     clock: f64,
-    crowded: bool,
+    /// It holds [`FORGIVEN_AT_FULL_RATE`] sub-networks, or it or a network around it (below
+    /// all clients, which is no one party) owes all it may owe clean: a part first seen in it
+    /// is a newcomer to a crowd or a flood.
+    for_newcomers: bool,
 }
 
 impl Bucket {
     /// The bucket of a part first seen now, in a network `around` it (None for all clients). A
-    /// part first seen in a network that already holds [`FORGIVEN_AT_FULL_RATE`] others starts
-    /// owing a quarter of what it may owe clean: it reads from the network's reserve after the
-    /// parts that network has known clean.
+    /// part first seen in a crowded or unclean network starts owing a quarter of what it may
+    /// owe clean: it reads from the reserves after the parts those networks have known clean.
     pub fn new(level: &Level, now: Instant, around: Option<Around>) -> Bucket {
         let (left, reserve) = level
             .pace
             .as_ref()
             .map_or((0.0, 0.0), |pace| (pace.burst, pace.reserve()));
-        let crowded = around.is_some_and(|around| around.crowded);
+        let newcomer = around.is_some_and(|around| around.for_newcomers);
         Bucket {
-            owes: if crowded { level.clean / 4.0 } else { 0.0 },
+            owes: if newcomer { level.clean / 4.0 } else { 0.0 },
             left,
             reserve,
             at: now,
@@ -178,11 +183,13 @@ impl Bucket {
         self.at = now;
     }
 
-    /// What its sub-networks see of it.
-    pub fn around(&self) -> Around {
+    /// What its sub-networks see of it, in a network `around` it (None for all clients).
+    pub fn around(&self, level: &Level, around: Option<Around>) -> Around {
         Around {
             clock: self.clock,
-            crowded: self.children >= FORGIVEN_AT_FULL_RATE,
+            for_newcomers: self.children >= FORGIVEN_AT_FULL_RATE
+                || (around.is_some() && self.owes >= level.clean)
+                || around.is_some_and(|around| around.for_newcomers),
         }
     }
 
@@ -212,7 +219,7 @@ impl Bucket {
     pub fn change(&mut self, level: &Level, change: Change, in_good_standing: bool) {
         match change {
             Change::Read(bytes) | Change::ReadFromReserve(bytes) | Change::Cost(bytes) => {
-                self.owes += bytes
+                self.owes = (self.owes + bytes).min(2.0 * level.clean)
             }
             Change::GiveBack(bytes) => self.owes = (self.owes - bytes).max(0.0),
             Change::Nothing => {}

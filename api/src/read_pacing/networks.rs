@@ -27,11 +27,9 @@ impl Buckets {
     /// Brings the buckets of `networks` (a connection's, narrowest first) up to `now`, making
     /// those it lacks, widest first.
     pub fn use_at(&mut self, networks: &[Network], now: Instant) {
+        let mut around = None;
         for (index, network) in networks.iter().enumerate().rev() {
             let level = &LEVELS[network.0];
-            let around = networks
-                .get(index + 1)
-                .map(|wider| self.by_network[wider].around());
             match self.by_network.get_mut(network) {
                 Some(bucket) => {
                     bucket.refill(level, now, around);
@@ -42,10 +40,12 @@ impl Buckets {
                     self.by_network
                         .insert(*network, Bucket::new(level, now, around));
                     if let Some(wider) = networks.get(index + 1) {
-                        self.by_network.get_mut(wider).expect("made first").children += 1;
+                        self.get_mut(wider).children += 1;
                     }
                 }
             }
+            let bucket = &self.by_network[network];
+            around = Some(bucket.around(level, around));
         }
     }
 
@@ -63,8 +63,10 @@ impl Buckets {
         }
         let mut networks: Vec<Network> = self.by_network.keys().copied().collect();
         networks.sort_unstable_by_key(|&(level, _)| std::cmp::Reverse(level));
+        // Only the clocks matter to a refill: whether a network is for newcomers does not.
         for network in &networks {
-            let around = wider(network).map(|wider| self.by_network[&wider].around());
+            let around =
+                wider(network).map(|wider| self.by_network[&wider].around(&LEVELS[wider.0], None));
             self.get_mut(network)
                 .refill(&LEVELS[network.0], now, around);
         }

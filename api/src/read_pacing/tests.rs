@@ -3,7 +3,7 @@ use super::*;
 
 impl Meter {
     /// How long to wait before reading again, if a network owes more than its burst.
-    fn wait(&self) -> Option<Duration> {
+    pub(super) fn wait(&self) -> Option<Duration> {
         let wait = self.admit()?.wait;
         (!wait.is_zero()).then(|| wait.min(LONGEST_WAIT))
     }
@@ -39,6 +39,7 @@ async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touch
     let neighbour = pacing.meter("192.0.2.8".parse().unwrap(), false);
     let spread = pacing.meter("192.0.2.9".parse().unwrap(), false);
     let clean = pacing.meter("192.0.2.10".parse().unwrap(), false);
+    assert_eq!(clean.wait(), None, "known before the flood");
     // The flood's last reads take its /24 far below nothing.
     flooding.read(2 * BURST as usize);
     assert!(flooding.wait().is_some());
@@ -60,6 +61,11 @@ async fn a_neighbour_in_good_standing_reads_from_the_reserve_a_flood_never_touch
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(clean.wait(), None, "the reserve refills");
     assert!(flooding.wait().is_some());
+    // A newcomer to the flooding /24 reads once the reserve holds a quarter of it.
+    let newcomer = pacing.meter("192.0.2.11".parse().unwrap(), false);
+    assert!(newcomer.wait().is_some());
+    tokio::time::advance(Duration::from_secs(4)).await;
+    assert_eq!(newcomer.wait(), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,6 +87,9 @@ async fn of_the_clients_in_good_standing_the_one_owing_least_reads_first() {
     let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
     let owing = pacing.meter("192.0.2.8".parse().unwrap(), false);
     let asking = pacing.meter("192.0.2.9".parse().unwrap(), false);
+    for known in [&owing, &asking] {
+        assert_eq!(known.wait(), None, "known before the flood");
+    }
     flooding.read(2 * BURST as usize);
     // Half its standing in bytes that are not requests: still in good standing.
     owing.read(IN_GOOD_STANDING as usize / 2);
@@ -124,155 +133,6 @@ async fn an_ipv6_client_is_its_64_and_its_neighbours_are_other_64s() {
     assert!(same_64.wait().is_some(), "one client");
     let neighbour = pacing.meter("2001:db8:1:2::5".parse().unwrap(), false);
     assert_eq!(neighbour.wait(), None);
-}
-
-/// The meters of an address in each of the first `count` /24s of 10.1.0.0/16.
-fn one_in_each_24_of_10_1(pacing: &Arc<ReadPacing>, count: u8) -> Vec<Meter> {
-    (0..count)
-        .map(|network| pacing.meter(IpAddr::V4([10, 1, network, 1].into()), false))
-        .collect()
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_24s_of_one_16_share_its_bucket_too() {
-    let pacing = ReadPacing::new();
-    let meters = one_in_each_24_of_10_1(&pacing, 8);
-    for meter in &meters[..4] {
-        meter.read(BURST as usize);
-        assert_eq!(meter.wait(), None, "within the /24's and the /16's burst");
-    }
-    meters[4].read(1024);
-    assert!(meters[..4].iter().all(|meter| meter.wait().is_some()));
-    // A /24 in good standing reads from the /16's reserve until it is spent.
-    assert_eq!(meters[5].wait(), None);
-    meters[5].read(BURST as usize + 1);
-    assert!(meters[5].wait().is_some());
-    assert!(meters[6].wait().is_some());
-    assert_eq!(
-        pacing.meter("10.2.0.1".parse().unwrap(), false).wait(),
-        None
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_neighbour_of_a_flood_spending_its_16_and_the_api_s_buckets_still_reads() {
-    let pacing = ReadPacing::new();
-    // Sixteen /24s of one /16 spend the /24s', the /16's and the API's buckets, out of good
-    // standing after their first reads.
-    let flooding = one_in_each_24_of_10_1(&pacing, 16);
-    for meter in &flooding {
-        meter.read(2 * IN_GOOD_STANDING as usize);
-    }
-    for meter in &flooding {
-        meter.read(2 * BURST as usize);
-    }
-    let neighbour = pacing.meter("10.1.0.200".parse().unwrap(), false);
-    assert_eq!(neighbour.wait(), None);
-    assert!(flooding.iter().all(|meter| meter.wait().is_some()));
-}
-
-#[tokio::test(start_paused = true)]
-async fn fresh_addresses_of_24s_that_carry_a_flood_read_after_a_clean_24_s_client() {
-    let pacing = ReadPacing::new();
-    let neighbour = pacing.meter("10.1.200.200".parse().unwrap(), false);
-    // 250 never-seen addresses a second across 64 /24s of the neighbour's /16, each sending
-    // 64 KiB besides requests as fast as it is let read, for ten seconds.
-    let mut flooding = Vec::new();
-    for tick in 0..2500u16 {
-        let peer = IpAddr::V4([10, 1, (tick % 64) as u8, (1 + tick / 64) as u8].into());
-        flooding.push((pacing.meter(peer, false), 16));
-        for (meter, reads) in &mut flooding {
-            if meter.wait().is_none() {
-                meter.read(4096);
-                *reads -= 1;
-            }
-        }
-        flooding.retain(|(_, reads)| *reads > 0);
-        if tick >= 250 {
-            assert_eq!(neighbour.wait(), None, "after {} ms", 4 * tick);
-        }
-        neighbour.read(256);
-        neighbour.give_back(256);
-        tokio::time::advance(Duration::from_millis(4)).await;
-    }
-    assert!(flooding.len() > 1000, "the flood is paced");
-}
-
-#[tokio::test(start_paused = true)]
-async fn fresh_48s_of_a_32_read_after_a_client_of_a_48_it_knows() {
-    let pacing = ReadPacing::new();
-    let client = pacing.meter("2001:db8:ffff:1::1".parse().unwrap(), false);
-    let ask = || {
-        client.read(256);
-        client.give_back(256);
-    };
-    ask();
-    // 32 /48s of the client's /32 spend its bucket, then send 15 KiB a second each.
-    let flooding: Vec<Meter> = (0..32)
-        .map(|site| pacing.meter(format!("2001:db8:{site:x}::1").parse().unwrap(), false))
-        .collect();
-    for meter in &flooding {
-        meter.read(600 * 1024);
-    }
-    // 120 never-seen /64s a second, each in one of 4,096 other /48s taken in turn, each
-    // sending 4,120 bytes besides requests as it is let read, for four seconds at most.
-    let mut fresh: Vec<(Meter, usize, u32)> = Vec::new();
-    for tick in 0..5000u32 {
-        let peer = format!(
-            "2001:db8:{:x}:{:x}::1",
-            0x100 + tick % 4096,
-            1 + tick / 4096
-        );
-        fresh.push((pacing.meter(peer.parse().unwrap(), false), 4120, tick));
-        for meter in &flooding {
-            if meter.wait().is_none() {
-                meter.read(128);
-            }
-        }
-        for (meter, left, _) in &mut fresh {
-            if meter.wait().is_none() {
-                let read = (*left).min(RESERVE_READ);
-                meter.read(read);
-                *left -= read;
-            }
-        }
-        fresh.retain(|(_, left, born)| *left > 0 && tick - born < 480);
-        // Four times a second.
-        if tick % 30 == 0 {
-            assert_eq!(client.wait(), None, "after {} ms", tick * 25 / 3);
-            ask();
-        }
-        tokio::time::advance(Duration::from_micros(8333)).await;
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn networks_that_flood_together_are_paced_as_all_and_the_others_still_read() {
-    let pacing = ReadPacing::new();
-    let meters: Vec<Meter> = (0..24)
-        .map(|network| pacing.meter(IpAddr::V4([10, network, 0, 1].into()), false))
-        .collect();
-    // Eight /16s spend the API's burst, with a /24's burst each, and one of them more.
-    for meter in &meters[..8] {
-        meter.read(BURST as usize);
-        assert_eq!(
-            meter.wait(),
-            None,
-            "within its /24's, its /16's and the API's burst"
-        );
-    }
-    meters[0].read(4 * BURST as usize);
-    assert!(meters[..8].iter().all(|meter| meter.wait().is_some()));
-    // Networks in good standing read from the API's reserve, two /24s' burst, until it is
-    // spent; then everyone waits.
-    for (index, meter) in meters[8..=16].iter().enumerate() {
-        assert_eq!(meter.wait(), None, "let read from the API's reserve");
-        meter.read(if index < 8 { BURST as usize / 4 } else { 1 });
-    }
-    assert!(meters.iter().all(|meter| meter.wait().is_some()));
-    tokio::time::advance(Duration::from_millis(100)).await;
-    assert_eq!(meters[17].wait(), None, "the API's reserve refills");
-    assert!(meters[..16].iter().all(|meter| meter.wait().is_some()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -371,4 +231,22 @@ async fn refilled_buckets_are_dropped() {
     tokio::time::advance(Duration::from_secs(30)).await;
     pacing.meter("198.51.100.1".parse().unwrap(), false).read(1);
     assert_eq!(pacing.buckets.lock().unwrap().count(), 7);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_address_is_forgiven_minutes_after_its_flood_however_much_it_sent() {
+    let pacing = ReadPacing::new();
+    let flooding = pacing.meter("192.0.2.7".parse().unwrap(), false);
+    flooding.read(64 * BURST as usize);
+    // It owes at most twice its standing, forgiven at 64 bytes a second; its /24 still owes
+    // the flood, paced, and another address spends it again.
+    tokio::time::advance(Duration::from_secs(520)).await;
+    pacing
+        .meter("192.0.2.8".parse().unwrap(), false)
+        .read(2 * BURST as usize);
+    assert_eq!(
+        flooding.wait(),
+        None,
+        "in good standing: read from the reserve"
+    );
 }

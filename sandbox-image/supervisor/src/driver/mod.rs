@@ -137,7 +137,9 @@ pub fn run() -> io::Result<()> {
     // then fail in time to compile again from nothing.
     let from_state_cpu =
         (from_state || format_given).then_some(u64::from(spec.timeout_seconds / 2).max(1));
+    let passes_started = std::time::Instant::now();
     let mut succeeded = passes(&mut steps, &mut format, restored, from_state_cpu);
+    let passes_took = passes_started.elapsed();
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
@@ -152,10 +154,26 @@ pub fn run() -> io::Result<()> {
         })?;
     }
     succeeded &= finish::finish(&mut steps, engine);
-    let (dump, dumped_format) = match spec.preamble == Preamble::Dump && succeeded {
+    let dumped = match spec.preamble == Preamble::Dump && succeeded {
         true => dump_in_time(&mut steps, &spec, engine, main_name, started),
-        false => (None, Vec::new()),
+        false => Dumped::default(),
     };
+    let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
+    // A file the last compile handed on that waits short of the passes' budget (and again in
+    // the dump's check) would cost every later compile that time, and can write itself anew:
+    // a slow run from it, or a dump out of time, hands on nothing, and the next compile
+    // starts from the sources.
+    let slow = from_state && !restarted && passes_took > timeout / 4;
+    let hand_on = succeeded && !slow && !dumped.out_of_time;
+    if succeeded && !hand_on {
+        steps.trace.push(match slow {
+            true => format!(
+                "texfleet: nothing handed on to the next compile: the passes from the last compile's files took {} s, more than a quarter of the timeout",
+                passes_took.as_secs()
+            ),
+            false => "texfleet: nothing handed on to the next compile: keeping the preamble as a format ran out of time".into(),
+        });
+    }
     let sources_here: Vec<PathBuf> = spec
         .files
         .iter()
@@ -164,17 +182,17 @@ pub fn run() -> io::Result<()> {
         .collect();
     let driver_state = DriverState {
         // Only a compile that ended well hands its files on: the next starts from nothing.
-        next: match succeeded {
+        next: match hand_on {
             true => state::next(&steps, &folder, &sources_here),
             false => Default::default(),
         },
-        dump,
+        dump: dumped.dump,
         format_refused: format.blamed,
         restarted,
     }
     .bounded();
     let dumped_format = match driver_state.dump {
-        Some(Dump::Built { .. }) => dumped_format,
+        Some(Dump::Built { .. }) => dumped.format,
         _ => Vec::new(),
     };
     // It only speeds up the next compile: this one's verdict and log stand without it.
@@ -190,6 +208,15 @@ pub fn run() -> io::Result<()> {
     Ok(())
 }
 
+/// What keeping the preamble as a format gave: a verdict (None when there is none: not tried,
+/// out of time, or what the dump opened could not be followed) and the format's bytes.
+#[derive(Default)]
+struct Dumped {
+    dump: Option<Dump>,
+    format: Vec<u8>,
+    out_of_time: bool,
+}
+
 /// Keeps the preamble as a format, unless half of the timeout is spent: the dump and its check
 /// take about two passes, and would risk the compile's timeout for what only speeds up the
 /// next one; they get what is left of the timeout but a quarter.
@@ -199,17 +226,17 @@ fn dump_in_time(
     engine: Engine,
     main_name: &str,
     started: std::time::Instant,
-) -> (Option<Dump>, Vec<u8>) {
+) -> Dumped {
     if started.elapsed().as_secs() * 2 >= u64::from(spec.timeout_seconds) {
         steps.skip("keeping the preamble as a format: half of the timeout is spent".into());
-        return (None, Vec::new());
+        return Dumped::default();
     }
     let main_folder = Path::new(&spec.main).parent().unwrap_or(Path::new(""));
     // The dump and its check end before the compile's deadline, with time to hand on.
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     let margin = (timeout / 4).max(std::time::Duration::from_secs(1));
     steps.until = Some(started + timeout.saturating_sub(margin));
-    let (dump, format) = preamble::dump(
+    let dump = preamble::dump(
         steps,
         engine,
         main_name,
@@ -224,15 +251,30 @@ fn dump_in_time(
     steps.until = None;
     match dump {
         // Not the preamble's fault: a later compile may keep it.
-        Dump::Refused { .. } if out_of_time => {
+        Ok((Dump::Refused { .. }, _)) if out_of_time => {
             steps.skip("keeping the preamble as a format: it ran out of time".into());
-            (None, Vec::new())
+            Dumped {
+                out_of_time,
+                ..Dumped::default()
+            }
         }
-        Dump::Refused { why } => {
+        Err(why) => {
             steps.skip(format!("keeping the preamble as a format: {why}"));
-            (Some(Dump::Refused { why }), format)
+            Dumped::default()
         }
-        dump => (Some(dump), format),
+        Ok((Dump::Refused { why }, format)) => {
+            steps.skip(format!("keeping the preamble as a format: {why}"));
+            Dumped {
+                dump: Some(Dump::Refused { why }),
+                format,
+                out_of_time,
+            }
+        }
+        Ok((dump, format)) => Dumped {
+            dump: Some(dump),
+            format,
+            out_of_time,
+        },
     }
 }
 

@@ -50,7 +50,9 @@ const KEPT: [&str; 5] = [
 
 /// Dumps the preamble of `main` (in the current folder, `folder` below the work directory)
 /// and checks it: returns the format's bytes, or says why it cannot be kept (with no bytes;
-/// the caller says it in the trace, knowing whether it ran out of time).
+/// the caller says it in the trace, knowing whether it ran out of time), or, as an error, why
+/// there is no verdict: what the dump opens cannot be followed (inotify's instances, 128 per
+/// user, can all be taken on a busy host), which is not the preamble's doing.
 /// `files` are the job's sources as sent, by path relative to the work directory.
 pub fn dump(
     steps: &mut Steps,
@@ -59,18 +61,18 @@ pub fn dump(
     folder: &Path,
     files: &[FileSpec],
     halt_on_error: bool,
-) -> (Dump, Vec<u8>) {
+) -> Result<(Dump, Vec<u8>), String> {
     let Some(program) = engine.dump(main, &steps.environment) else {
-        return (
+        return Ok((
             refused("LuaTeX formats cannot hold fonts loaded through Lua"),
             Vec::new(),
-        );
+        ));
     };
     // The scheduler keys the format by the sources as sent: a dump must read those (a body
     // that rewrites main.tex with `\openout` would put code no source holds into the format).
     if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
         let judged = refused(&format!("the compile rewrote {rewritten}"));
-        return (judged, Vec::new());
+        return Ok((judged, Vec::new()));
     }
     let sources: Vec<String> = files.iter().map(|file| file.path.clone()).collect();
     let main_path = folder.join(main);
@@ -79,10 +81,10 @@ pub fn dump(
         .find(|file| Path::new(&file.path) == main_path)
         .and_then(|file| BASE64.decode(&file.content_base64).ok())
     else {
-        return (
+        return Ok((
             refused("the main file is not among the sources"),
             Vec::new(),
-        );
+        ));
     };
     // The dump reads the main file cut where the scheduler's key ends, so the format holds
     // nothing the key leaves out, however the preamble reads on (a preamble can take the
@@ -91,30 +93,31 @@ pub fn dump(
     cut.extend_from_slice(BEGIN_DOCUMENT);
     cut.push(b'\n');
     if let Err(error) = files::replace(Path::new(main), &cut) {
-        return (
+        return Ok((
             refused(&format!("the main file cannot be cut: {error}")),
             Vec::new(),
-        );
+        ));
     }
     let aside = |name: &str| format!(".texfleet-kept-{name}");
     for name in KEPT {
         let _ = fs::rename(name, aside(name));
     }
-    let watch = opened::Watch::start(Path::new(WORK_DIR));
-    let exit = steps.run(&program);
-    steps.note_shell_escapes();
-    let opened = watch
-        .map_err(|error| format!("what it opens cannot be followed: {error}"))
-        .and_then(opened::Watch::opened);
-    let judged = judge(exit, folder, &sources, opened);
+    let judged = match opened::Watch::start(Path::new(WORK_DIR)) {
+        Ok(watch) => {
+            let exit = steps.run(&program);
+            steps.note_shell_escapes();
+            Ok(judge(exit, folder, &sources, watch.opened()))
+        }
+        Err(error) => Err(format!("what it opens cannot be followed: {error}")),
+    };
     // The check pass compiles the whole document again.
     let checked = files::replace(Path::new(main), &sent)
         .map_err(|error| format!("the main file cannot be put back: {error}"))
         .and_then(|()| match &judged {
-            Dump::Built { .. } => {
+            Ok(Dump::Built { .. }) => {
                 check(steps, engine, main, folder, halt_on_error, &aside(PDF_FILE))
             }
-            Dump::Refused { why } => Err(why.clone()),
+            Ok(Dump::Refused { why }) | Err(why) => Err(why.clone()),
         });
     // A kept format's pass gives the PDF: the same pages as the compile's, and the same bytes
     // as every later compile that loads the format, so that the same request gives the same
@@ -129,10 +132,11 @@ pub fn dump(
         }
     }
     let _ = fs::remove_file(FORMAT_FILE);
-    match checked {
+    let judged = judged?;
+    Ok(match checked {
         Ok(dumped) => (judged, dumped),
         Err(why) => (Dump::Refused { why }, Vec::new()),
-    }
+    })
 }
 
 /// Checks the format a dump wrote in `folder`: returns its bytes, read before the check pass
