@@ -235,14 +235,15 @@ impl Activity {
 
     /// Accepted less than [`EVICTION_GRACE`] ago and no request yet: it has not had time to
     /// send one.
-    fn is_newcomer(&self) -> bool {
+    fn is_newcomer_at(&self, quiet: Duration) -> bool {
         !self.served.load(Ordering::Acquire)
             && self.in_flight.load(Ordering::Acquire) == 0
-            && self.quiet_for() < EVICTION_GRACE
+            && quiet < EVICTION_GRACE
     }
 
-    fn quiet_for(&self) -> Duration {
-        self.last_progress.lock().expect("not poisoned").elapsed()
+    /// How long it has been quiet at `now`.
+    fn quiet_at(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(*self.last_progress.lock().expect("not poisoned"))
     }
 
     /// When the answer that has gone longest without a frame taken took its last one.

@@ -57,6 +57,9 @@ pub struct CompileArgs {
     /// Compile afresh even when the project has an identical earlier result to reuse.
     #[arg(long)]
     no_cache: bool,
+    /// A fast preview: every graphic drawn as a box with its file name.
+    #[arg(long)]
+    draft: bool,
     #[command(flatten)]
     output_format: OutputArgs,
     #[command(flatten)]
@@ -83,7 +86,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let main = locations.main.clone().map(|(project, _)| project);
     let mut metadata = json!({ "project_id": client.project(), "main": main,
                                "engine": args.engine, "halt_on_error": args.halt_on_error,
-                               "cache": !args.no_cache });
+                               "draft": args.draft, "cache": !args.no_cache });
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);
     }

@@ -223,6 +223,8 @@ pub struct NewJob {
     /// The TeX Live year, one of the deployment's.
     pub texlive: String,
     pub halt_on_error: bool,
+    /// Graphics drawn as boxes, for a fast preview.
+    pub draft: bool,
     pub timeout_seconds: u32,
     /// The main document's path among `files`.
     pub main: String,
@@ -250,6 +252,8 @@ pub struct ClaimedJob {
     /// The TeX Live year, whose image compiles it.
     pub texlive: String,
     pub halt_on_error: bool,
+    /// Graphics drawn as boxes, for a fast preview.
+    pub draft: bool,
     pub timeout_seconds: u32,
     pub attempt: i32,
     /// How long the job waited in the queue before this claim.

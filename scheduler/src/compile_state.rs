@@ -47,7 +47,8 @@ pub enum PreambleCache {
     Hit,
     /// No format fit: compiled without one, and dumped the preamble for the next compile.
     Miss,
-    /// This preamble cannot be kept as a format (it was tried before, or the engine cannot).
+    /// This preamble cannot be kept as a format (it was tried before, or the engine cannot),
+    /// or the job is a draft.
     Unavailable,
 }
 
@@ -186,7 +187,9 @@ async fn preamble_for(
     prefix: &str,
     format: Option<&StoredFormat>,
 ) -> (Preamble, Vec<u8>, PreambleCache) {
-    if job.engine == Engine::Lualatex {
+    // A draft's hook comes before the main file, where a format's preamble scan would
+    // swallow it; and the document's format stays the final compile's.
+    if job.engine == Engine::Lualatex || job.draft {
         return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
     }
     let main = job.files.iter().find(|file| file.path == job.main);

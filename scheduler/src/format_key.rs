@@ -14,6 +14,9 @@ use texfleet_sandbox::preamble_end;
 pub struct FormatKey {
     image_id: String,
     source_date_epoch: i64,
+    /// Dumped in draft: graphicx's option is in the format.
+    #[serde(default)]
+    draft: bool,
     preamble_sha256: String,
     paths_sha256: String,
     /// The sources the dump read but the main file, each with the hex SHA-256 of its content.
@@ -43,6 +46,7 @@ impl FormatKey {
         Some(FormatKey {
             image_id: image_id.to_string(),
             source_date_epoch: job.source_date_epoch,
+            draft: job.draft,
             preamble_sha256: sha256_hex(preamble),
             paths_sha256: sha256_hex(paths.join("\0").as_bytes()),
             reads,
@@ -63,6 +67,7 @@ mod tests {
             engine: Engine::Pdflatex,
             texlive: "2024".into(),
             halt_on_error: false,
+            draft: false,
             timeout_seconds: 60,
             attempt: 1,
             main: "main.tex".into(),
@@ -120,6 +125,9 @@ mod tests {
             FormatKey::of(&first, "other image", &reads),
             Some(key.clone())
         );
+        let mut draft = first.clone();
+        draft.draft = true;
+        assert_ne!(FormatKey::of(&draft, "image", &reads), Some(key.clone()));
         let mut file_added = first.clone();
         file_added.files.push(SourceFile {
             path: "extra.tex".into(),

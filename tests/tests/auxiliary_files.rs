@@ -273,11 +273,43 @@ async fn a_planted_file_that_waits_short_of_the_budget_and_writes_itself_anew_is
     assert_eq!(waited["incremental"], true, "{waited:#}\n{log}");
     assert!(
         log.contains(
-            "nothing handed on to the next compile: the passes from the last compile's files took"
+            "nothing handed on to the next compile: the compile from the last compile's files took"
         ),
         "{log}"
     );
     let next = app.compile(honest("Second.")).await;
+    assert_eq!(next["status"], "Succeeded", "{next:#}");
+    assert_eq!(next["incremental"], false, "from the sources: {next:#}");
+    assert!(succeeded_text(&app, &next).await.contains("Second."));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planted_file_that_slows_the_step_after_the_passes_is_not_handed_on() {
+    let app = TestApp::spawn().await;
+    // Read from the .aux, it writes a figure whose PostScript spins 7 s of CPU and names it in
+    // a special, so that xdvipdfmx converts it after the passes; then it writes itself into
+    // the next .aux.
+    let plant = r"\ifdefined\tfplant\else\gdef\tfplant{\AtBeginDocument{\immediate\write\@mainaux{\string\ifdefined\string\tfplant\string\else\string\gdef\string\tfplant{\unexpanded\expandafter{\tfplant}}\string\tfplant\string\fi}\newwrite\tfo\immediate\openout\tfo=tfslow.eps\relax\immediate\write\tfo{\@percentchar!PS-Adobe-3.0 EPSF-3.0}\immediate\write\tfo{\@percentchar\@percentchar BoundingBox: 0 0 10 10}\immediate\write\tfo{/t usertime def {usertime t sub 7000 gt {exit} if} loop showpage}\immediate\closeout\tfo\special{PSfile=tfslow.eps llx=0 lly=0 urx=10 ury=10 rwi=100}}}\tfplant\fi";
+    let document = |body: &str| {
+        json!({ "engine": "xelatex", "timeout_seconds": 20, "input_latex": format!(
+            "\\documentclass{{article}}\n\\begin{{document}}\n{body}\n\\end{{document}}\n") })
+    };
+    let planting = document(&format!(
+        "\\makeatletter\\ifdefined\\tfplant\\else\\immediate\\write\\@mainaux{{\\unexpanded{{{plant}}}}}\\fi\\makeatother Planted."
+    ));
+    let planted = app.compile(planting).await;
+    assert_eq!(planted["status"], "Succeeded", "{planted:#}");
+    let slowed = app.compile(document("First.")).await;
+    let log = app.log(slowed.id()).await;
+    assert_eq!(slowed["status"], "Succeeded", "{slowed:#}\n{log}");
+    assert_eq!(slowed["incremental"], true, "{slowed:#}\n{log}");
+    assert!(
+        log.contains(
+            "nothing handed on to the next compile: the compile from the last compile's files took"
+        ),
+        "{log}"
+    );
+    let next = app.compile(document("Second.")).await;
     assert_eq!(next["status"], "Succeeded", "{next:#}");
     assert_eq!(next["incremental"], false, "from the sources: {next:#}");
     assert!(succeeded_text(&app, &next).await.contains("Second."));

@@ -90,6 +90,7 @@ async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
         engine: texfleet_core::model::Engine::Pdflatex,
         texlive: app.config.default_texlive.clone(),
         halt_on_error: false,
+        draft: false,
         timeout_seconds: 30,
         main: "main.tex".into(),
         files: vec![texfleet_core::model::SourceFile {

@@ -1,10 +1,11 @@
 //! Which connection gives way when the API is full (see [`super`]'s documentation).
 
-use super::open::{network, Open, NETWORKS};
+use super::open::Open;
 use super::Activity;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
+use tokio::time::Instant;
 
 impl Open {
     /// The connection to close to make room: from the widest networks (IPv4 /16, IPv6 /32)
@@ -14,35 +15,35 @@ impl Open {
     /// theirs would then be closed for its number. Trusted proxies' connections go only when
     /// nothing else is open.
     pub(super) fn to_close(&self) -> Option<u64> {
-        let [widest, narrower @ ..] = &self.per_network;
+        let widest = &self.per_network[0];
         if widest.is_empty() {
             return self.first_to_give_way(self.proxies.iter());
         }
         let mut within = heaviest(widest.iter().map(|(net, count)| (*net, *count)));
-        for (held, wider) in narrower.iter().zip(NETWORKS) {
+        for (level, held) in self.held_within.iter().enumerate() {
+            let count = |held: &IpAddr| match self.per_network.get(level + 1) {
+                Some(per_network) => per_network.get(held).copied().unwrap_or(0),
+                None => self.by_address.get(held).map_or(0, |ids| ids.len()),
+            };
             within = heaviest(
-                held.iter()
-                    .filter(|(net, _)| within.contains(&network(**net, wider)))
-                    .map(|(net, count)| (*net, *count)),
+                within
+                    .iter()
+                    .filter_map(|net| held.get(net))
+                    .flatten()
+                    .map(|held| (*held, count(held))),
             );
         }
-        let addresses = heaviest(
-            self.by_address
-                .iter()
-                .filter(|(address, _)| {
-                    within.contains(&network(**address, NETWORKS[NETWORKS.len() - 1]))
-                })
-                .map(|(address, ids)| (*address, ids.len())),
-        );
         self.first_to_give_way(
-            addresses
+            within
                 .iter()
-                .flat_map(|address| self.by_address[address].iter()),
+                .filter_map(|address| self.by_address.get(address))
+                .flatten(),
         )
     }
 
     fn first_to_give_way<'a>(&self, ids: impl Iterator<Item = &'a u64>) -> Option<u64> {
-        ids.filter_map(|id| Some((order(&self.by_id.get(id)?.1), *id)))
+        let now = Instant::now();
+        ids.filter_map(|id| Some((order(&self.by_id.get(id)?.1, now), *id)))
             .min()
             .map(|(_, id)| id)
     }
@@ -69,9 +70,10 @@ fn heaviest(held: impl Iterator<Item = (IpAddr, usize)>) -> HashSet<IpAddr> {
 /// had time to send its request (a newcomer); first, an idle one. Idle and serving ones, the
 /// longest quiet first; newcomers, the newest first: a party that opens and drops connections
 /// faster than a client sends its request's head then closes its own, not the client's.
-fn order(activity: &Activity) -> (bool, bool, i128) {
+fn order(activity: &Activity, now: Instant) -> (bool, bool, i128) {
     let serving = activity.in_flight.load(Ordering::Acquire) > 0;
-    let newcomer = activity.is_newcomer();
-    let quiet = activity.quiet_for().as_nanos() as i128;
+    let quiet = activity.quiet_at(now);
+    let newcomer = activity.is_newcomer_at(quiet);
+    let quiet = quiet.as_nanos() as i128;
     (serving, newcomer, if newcomer { quiet } else { -quiet })
 }

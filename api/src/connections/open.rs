@@ -1,6 +1,9 @@
-//! The open connections, counted by address and by network as they come and go, so that
-//! finding the client that holds the most looks at networks, not at every connection: a
-//! client churning connections makes the API look for one to close on every accept.
+//! The open connections, counted by address and by network as they come and go, and each
+//! network's narrower networks and addresses listed under it, so that finding the client that
+//! holds the most looks at the networks holding the most and what they hold, not at every
+//! connection: a client churning connections makes the API look for one to close on every
+//! accept (a review spread a churn over 13 /16s, one connection per /24, and the walk over
+//! every /24 and address on each accept kept others' connections in the listen queue).
 
 use super::Activity;
 use std::collections::{HashMap, HashSet};
@@ -22,6 +25,9 @@ pub(super) struct Open {
     /// How many connections each network of each length of [`NETWORKS`] holds, trusted
     /// proxies' aside.
     pub(super) per_network: [HashMap<IpAddr, usize>; NETWORKS.len()],
+    /// What each network of each length of [`NETWORKS`] holds that has connections open: its
+    /// networks of the next length, or, at the narrowest, its addresses.
+    pub(super) held_within: [HashMap<IpAddr, HashSet<IpAddr>>; NETWORKS.len()],
     /// The connections of trusted proxies, which carry every client's requests: they are not
     /// one client holding many.
     pub(super) proxies: HashSet<u64>,
@@ -39,6 +45,12 @@ impl Open {
         self.by_address.entry(address).or_default().insert(id);
         for (held, prefixes) in self.per_network.iter_mut().zip(NETWORKS) {
             *held.entry(network(address, prefixes)).or_default() += 1;
+        }
+        for (level, within) in self.held_within.iter_mut().enumerate() {
+            within
+                .entry(network(address, NETWORKS[level]))
+                .or_default()
+                .insert(narrower(address, level));
         }
         id
     }
@@ -63,12 +75,38 @@ impl Open {
                 }
             }
         }
+        // Narrowest first: a network goes from the one around it once it holds nothing.
+        for level in (0..NETWORKS.len()).rev() {
+            let child = narrower(address, level);
+            let still_open = match level + 1 < NETWORKS.len() {
+                true => self.per_network[level + 1].contains_key(&child),
+                false => self.by_address.contains_key(&child),
+            };
+            if still_open {
+                break;
+            }
+            let net = network(address, NETWORKS[level]);
+            if let Some(within) = self.held_within[level].get_mut(&net) {
+                within.remove(&child);
+                if within.is_empty() {
+                    self.held_within[level].remove(&net);
+                }
+            }
+        }
         Some((address, activity))
     }
 
     pub(super) fn held_by(&self, address: IpAddr) -> usize {
         self.by_address.get(&address).map_or(0, HashSet::len)
     }
+}
+
+/// What `address` is under its network of the length `level` of [`NETWORKS`]: its network of
+/// the next length, or the address itself under the narrowest.
+fn narrower(address: IpAddr, level: usize) -> IpAddr {
+    NETWORKS
+        .get(level + 1)
+        .map_or(address, |&prefixes| network(address, prefixes))
 }
 
 /// The network of `address` with `prefixes`' length for its family.

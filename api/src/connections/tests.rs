@@ -271,3 +271,48 @@ async fn a_silent_connection_meets_the_header_deadline_and_an_idle_one_the_idle_
     );
     assert_eq!(answered.elapsed(), Duration::from_secs(30));
 }
+
+#[test]
+fn what_each_network_holds_is_listed_under_it_until_its_last_connection_goes() {
+    let connections = Connections::new(limits(1000, 0));
+    let peers: Vec<IpAddr> = [
+        "192.0.2.1",
+        "192.0.2.2",
+        "192.0.3.1",
+        "2001:db8:1:1::1",
+        "2001:db8:2::1",
+    ]
+    .map(|peer| peer.parse().unwrap())
+    .into();
+    let mut slots: Vec<Slot> = peers.iter().map(|peer| connections.admit(*peer)).collect();
+    slots.push(connections.admit(peers[0]));
+    let listed = |connections: &Connections| {
+        let open = connections.open.lock().unwrap();
+        open.held_within
+            .iter()
+            .map(|within| {
+                within
+                    .values()
+                    .map(std::collections::HashSet::len)
+                    .sum::<usize>()
+            })
+            .collect::<Vec<_>>()
+    };
+    // IPv4: one /16 (its own /16 below it), two /24s, three addresses; IPv6: one /32, two
+    // /48s, two /56s, two /64s.
+    assert_eq!(listed(&connections), [1 + 2, 2 + 2, 3 + 2]);
+    // 192.0.2.1's second connection: nothing goes.
+    drop(slots.pop());
+    assert_eq!(listed(&connections), [1 + 2, 2 + 2, 3 + 2]);
+    drop(slots.remove(2));
+    assert_eq!(listed(&connections), [1 + 2, 1 + 2, 2 + 2]);
+    drop(slots);
+    assert_eq!(listed(&connections), [0, 0, 0]);
+    assert!(connections
+        .open
+        .lock()
+        .unwrap()
+        .held_within
+        .iter()
+        .all(HashMap::is_empty));
+}

@@ -19,6 +19,7 @@ pub(super) const FIELDS: &[&str] = &[
     "texlive",
     "files",
     "halt_on_error",
+    "draft",
     "timeout_seconds",
     "cache",
 ];
@@ -29,6 +30,7 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
     "engine",
     "texlive",
     "halt_on_error",
+    "draft",
     "timeout_seconds",
     "cache",
 ];
@@ -180,6 +182,15 @@ fn parse_with(
         }
     };
 
+    let draft = match object.get("draft") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => {
+            errors.push(FieldError::new("draft", "must be a boolean"));
+            false
+        }
+    };
+
     let use_cache = match object.get("cache") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(flag)) => *flag,
@@ -229,6 +240,7 @@ fn parse_with(
             engine,
             texlive,
             halt_on_error,
+            draft,
             timeout_seconds,
             main,
             files,

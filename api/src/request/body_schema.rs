@@ -69,6 +69,9 @@ pub struct CompileOptions {
     texlive: Option<String>,
     /// Fail the job on the first LaTeX error. Default false.
     halt_on_error: Option<bool>,
+    /// A fast preview: every graphic drawn as a box with its file name (graphicx's draft
+    /// mode). Neither loads nor keeps a preamble format. Default false.
+    draft: Option<bool>,
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).
     #[schema(minimum = 1)]
     timeout_seconds: Option<u32>,

@@ -42,6 +42,7 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         // The floor runs in the sandbox it is given, whatever the year.
         texlive: String::new(),
         halt_on_error: false,
+        draft: false,
         timeout_seconds: 120,
         attempt: 1,
         waited_seconds: 0.0,

@@ -81,6 +81,9 @@ pub struct JobSpec {
     pub nonce: String,
     pub engine: Engine,
     pub halt_on_error: bool,
+    /// Graphics drawn as boxes with their file names (graphicx's `draft`), for a fast preview.
+    #[serde(default)]
+    pub draft: bool,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
     pub max_log_bytes: u64,
@@ -307,6 +310,7 @@ mod tests {
             nonce: "n".into(),
             engine: Engine::Pdflatex,
             halt_on_error: false,
+            draft: false,
             timeout_seconds: 1,
             max_pdf_bytes: 1,
             max_log_bytes: 1,

@@ -310,6 +310,10 @@ pub fn cases(host_canary: &str) -> Vec<Case> {
             text_lacks: Some("Thisisfile"), ..case("eps reads a TeX file", "pdflatex", with_figure(), SUCCEEDS) },
         Case { files: eps_figure("(%pipe%id) (r) file 100 string readstring pop show"),
             ..case("eps pipe", "pdflatex", with_figure(), SUCCEEDS) },
+        // SAFER lets Ghostscript read and write its temporary folder: one of its own.
+        Case { files: eps_figure("{ (/tmp/texfleet-planted) (w) file dup (PLANTED) writestring closefile } stopped pop \
+            { (/tmp/texfleet-planted) (r) file 7 string readstring pop show } stopped pop"),
+            text_lacks: Some("PLANTED"), ..case("eps writes the driver's tmp", "pdflatex", with_figure(), SUCCEEDS) },
         Case { files: eps_figure("{ } loop"), log_contains: Some("ran gs"),
             ..case("eps endless loop", "pdflatex", with_figure(), SUCCEEDS) },
         // 600 MB: within the container's memory, beyond Ghostscript's own 512 MiB cap, so only

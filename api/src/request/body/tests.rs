@@ -33,7 +33,7 @@ fn accepts_both_source_fields_and_files() {
 #[test]
 fn names_every_bad_field() {
     let body = json!({ "project_id": "nope", "latex": "x", "input_latex": "y", "engine": "tex",
-        "timeout_seconds": 0, "halt_on_error": "yes", "colour": 1,
+        "timeout_seconds": 0, "halt_on_error": "yes", "draft": 1, "colour": 1,
         "files": [ { "path": "../x", "content": "a" }, { "path": "a.tex" }, 3 ] });
     let mut names = fields(parse(body.clone(), &limits()).err().unwrap());
     names.sort();
@@ -41,6 +41,7 @@ fn names_every_bad_field() {
         names,
         [
             "colour",
+            "draft",
             "engine",
             "files[0].path",
             "files[1].content",

@@ -91,6 +91,7 @@ fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
         nonce: String::new(),
         engine: Engine::default(),
         halt_on_error: false,
+        draft: false,
         timeout_seconds: COMPILE_SIDE_TIMEOUT,
         max_pdf_bytes: 1 << 20,
         max_log_bytes: 1 << 20,

@@ -28,6 +28,7 @@ pub trait EnginePrograms {
         self,
         main: &str,
         halt_on_error: bool,
+        draft: bool,
         format: Option<&str>,
         environment: &[String],
     ) -> Program;
@@ -36,13 +37,22 @@ pub trait EnginePrograms {
     fn finish(self, environment: &[String]) -> Option<Program>;
 }
 
+/// What a draft's first line does before the main file: graphicx, if the document loads it,
+/// draws every graphic as a box with its file name.
+const DRAFT: &str =
+    r"\AtBeginDocument{\ifcsname ver@graphicx.sty\endcsname\setkeys{Gin}{draft}\fi}";
+
 impl EnginePrograms for Engine {
     /// One pass over `main` (a checked file name in the current folder), with the preamble
-    /// format at the absolute path `format` when there is one.
+    /// format at the absolute path `format` when there is one; in `draft`, graphics are
+    /// boxes with their file names (graphicx's own draft mode, set as the document begins, so
+    /// that the document's options cannot undo it; a format's preamble scan would swallow the
+    /// hook, so drafts load none).
     fn pass(
         self,
         main: &str,
         halt_on_error: bool,
+        draft: bool,
         format: Option<&str>,
         environment: &[String],
     ) -> Program {
@@ -54,11 +64,16 @@ impl EnginePrograms for Engine {
         };
         // `main` is a checked name: no character of it is special to TeX but `_`, which
         // LaTeX's \input takes in a file name.
+        let draft = match draft {
+            true => DRAFT,
+            false => "",
+        };
         let first_line = match self {
             Engine::Lualatex => {
-                format!("\\directlua{{texfleet_sandbox_finish()}}\\input{{{main}}}")
+                format!("\\directlua{{texfleet_sandbox_finish()}}{draft}\\input{{{main}}}")
             }
-            _ => main.to_string(),
+            _ if draft.is_empty() => main.to_string(),
+            _ => format!("{draft}\\input{{{main}}}"),
         };
         let job_name = format!("-jobname={JOB_NAME}");
         let mut args = vec![
@@ -146,7 +161,7 @@ mod tests {
     #[test]
     fn every_engine_runs_with_restricted_shell_escape_under_its_fixed_job_name() {
         for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
-            let program = engine.pass("main.tex", true, None, &[]);
+            let program = engine.pass("main.tex", true, false, None, &[]);
             assert_eq!(program.may_start, Some(shell_escape::executables()));
             assert_eq!(program.may_write, Some(confine::ENGINE_WRITABLE));
             assert!(program.records_shell_escapes);
@@ -165,7 +180,7 @@ mod tests {
             assert!(program.args.last().unwrap().contains("main.tex"));
             assert!(program.path.starts_with("/usr/bin/"));
         }
-        let lua = Engine::Lualatex.pass("main.tex", false, None, &[]);
+        let lua = Engine::Lualatex.pass("main.tex", false, false, None, &[]);
         assert!(lua.args.iter().any(|a| a == "--nosocket"));
         assert!(lua
             .args
@@ -176,7 +191,7 @@ mod tests {
             "\\directlua{texfleet_sandbox_finish()}\\input{main.tex}"
         );
         assert!(!lua.args.iter().any(|a| a == "-halt-on-error"));
-        let xe = Engine::Xelatex.pass("main.tex", false, None, &[]);
+        let xe = Engine::Xelatex.pass("main.tex", false, false, None, &[]);
         assert!(xe.args.iter().any(|a| a == "-no-pdf"));
         let finish = Engine::Xelatex.finish(&[]).unwrap();
         assert_eq!(finish.path, XDVIPDFMX);
@@ -185,11 +200,20 @@ mod tests {
             .windows(2)
             .any(|w| w == ["-D", XDVIPDFMX_COMMAND]));
         assert!(Engine::Pdflatex.finish(&[]).is_none());
-        let with_format = Engine::Pdflatex.pass("main.tex", false, Some("/work/output.fmt"), &[]);
+        let with_format =
+            Engine::Pdflatex.pass("main.tex", false, false, Some("/work/output.fmt"), &[]);
         assert!(with_format
             .args
             .iter()
             .any(|a| a == "-fmt=/work/output.fmt"));
+        for engine in [Engine::Pdflatex, Engine::Lualatex] {
+            let draft = engine.pass("main.tex", false, true, None, &[]);
+            let first_line = draft.args.last().unwrap();
+            assert!(
+                first_line.contains(DRAFT) && first_line.ends_with("\\input{main.tex}"),
+                "{first_line}"
+            );
+        }
         let dump = Engine::Pdflatex.dump("main.tex", &[]).unwrap();
         assert!(dump
             .args

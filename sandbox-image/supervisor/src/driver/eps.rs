@@ -9,6 +9,7 @@ use super::names::{is_safe_name, is_safe_path};
 use super::steps::Steps;
 use crate::process::{self, Program};
 use nix::sys::resource::Resource;
+use std::fs;
 use std::io;
 use std::path::Path;
 use texfleet_sandbox::{FileSpec, WORK_DIR};
@@ -84,12 +85,25 @@ fn eps_to_pdf(input: &Path, output: &Path, environment: &[String]) -> Program {
 }
 
 /// Ghostscript with `args` under `-dSAFER` (files beyond its arguments and the fonts are
-/// refused, and so are `%pipe%` devices), quiet and in batch mode; it starts nothing.
+/// refused, and so are `%pipe%` devices), quiet and in batch mode; it starts nothing. SAFER
+/// lets it read and write its temporary folder: it gets one of its own, made empty for each
+/// run, not the driver's `/tmp`.
 pub fn ghostscript(args: &[&str], environment: &[String]) -> Program {
     let mut all = vec!["-q", "-dSAFER", "-P-", "-dBATCH", "-dNOPAUSE"];
     all.extend_from_slice(args);
-    Program::new(GHOSTSCRIPT, &all, environment).starting_only(&[])
+    let _ = fs::remove_dir_all(GHOSTSCRIPT_TEMPORARY);
+    let _ = fs::create_dir(GHOSTSCRIPT_TEMPORARY);
+    let mut environment: Vec<String> = environment
+        .iter()
+        .filter(|variable| !variable.starts_with("TMPDIR=") && !variable.starts_with("TEMP="))
+        .cloned()
+        .collect();
+    environment.push(format!("TMPDIR={GHOSTSCRIPT_TEMPORARY}"));
+    Program::new(GHOSTSCRIPT, &all, &environment).starting_only(&[])
 }
+
+/// Ghostscript's temporary folder.
+const GHOSTSCRIPT_TEMPORARY: &str = "/tmp/texfleet-ghostscript";
 
 pub fn limits(cpu_seconds: u64) -> [(Resource, u64); 2] {
     [

@@ -124,9 +124,11 @@ pub fn run() -> io::Result<()> {
     let format_given = format.path.is_some();
     let from_state = !restored.is_empty();
     let halt_on_error = spec.halt_on_error;
+    let draft = spec.draft;
     let passes = |steps: &mut Steps, format: &mut Format, restored, cpu_seconds| {
         let run = Run {
             halt_on_error,
+            draft,
             restored,
             cpu_seconds,
         };
@@ -139,7 +141,6 @@ pub fn run() -> io::Result<()> {
         (from_state || format_given).then_some(u64::from(spec.timeout_seconds / 2).max(1));
     let passes_started = std::time::Instant::now();
     let mut succeeded = passes(&mut steps, &mut format, restored, from_state_cpu);
-    let passes_took = passes_started.elapsed();
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
@@ -154,6 +155,8 @@ pub fn run() -> io::Result<()> {
         })?;
     }
     succeeded &= finish::finish(&mut steps, engine);
+    // With the step after the passes: xdvipdfmx converts the figures a kept file can name.
+    let took = passes_started.elapsed();
     let dumped = match spec.preamble == Preamble::Dump && succeeded {
         true => dump_in_time(&mut steps, &spec, engine, main_name, started),
         false => Dumped::default(),
@@ -161,15 +164,15 @@ pub fn run() -> io::Result<()> {
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     // A file the last compile handed on that waits short of the passes' budget (and again in
     // the dump's check) would cost every later compile that time, and can write itself anew:
-    // a slow run from it, or a dump out of time, hands on nothing, and the next compile
+    // a slow compile from it, or a dump out of time, hands on nothing, and the next compile
     // starts from the sources.
-    let slow = from_state && !restarted && passes_took > timeout / 4;
+    let slow = from_state && !restarted && took > timeout / 4;
     let hand_on = succeeded && !slow && !dumped.out_of_time;
     if succeeded && !hand_on {
         steps.trace.push(match slow {
             true => format!(
-                "texfleet: nothing handed on to the next compile: the passes from the last compile's files took {} s, more than a quarter of the timeout",
-                passes_took.as_secs()
+                "texfleet: nothing handed on to the next compile: the compile from the last compile's files took {} s, more than a quarter of the timeout",
+                took.as_secs()
             ),
             false => "texfleet: nothing handed on to the next compile: keeping the preamble as a format ran out of time".into(),
         });

@@ -34,6 +34,7 @@ pub fn compile(
 ) -> bool {
     let Run {
         halt_on_error,
+        draft,
         restored,
         cpu_seconds,
     } = run;
@@ -42,6 +43,7 @@ pub fn compile(
         main,
         folder,
         halt_on_error,
+        draft,
         budget: Budget {
             cpu_seconds,
             from_restored: !restored.is_empty(),
@@ -112,6 +114,7 @@ struct Shared<'a> {
     main: &'a str,
     folder: &'a Path,
     halt_on_error: bool,
+    draft: bool,
     budget: Budget,
 }
 
@@ -215,6 +218,7 @@ fn try_pass(
     let program = engine.pass(
         shared.main,
         shared.halt_on_error,
+        shared.draft,
         format.path.as_deref(),
         &environment,
     );
@@ -281,6 +285,7 @@ pub struct Format {
 /// How the passes of one run go.
 pub struct Run {
     pub halt_on_error: bool,
+    pub draft: bool,
     /// The last compile's files written back before the first pass, watched like the files a
     /// pass writes.
     pub restored: Vec<PathBuf>,
