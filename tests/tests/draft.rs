@@ -18,7 +18,7 @@ fn figure(body: &str, draft: bool) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_draft_draws_graphics_as_boxes_and_is_a_result_of_its_own() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn_with(|config| config.result_cache = true).await;
     let first = app.compile(figure("Figure:", false)).await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
     let pdf = app.pdf_of(first.id()).await;
