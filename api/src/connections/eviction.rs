@@ -2,7 +2,6 @@
 
 use super::open::Open;
 use super::Activity;
-use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -49,17 +48,17 @@ impl Open {
     }
 }
 
-/// Of `held` (networks or addresses with their counts), those holding the most.
-fn heaviest(held: impl Iterator<Item = (IpAddr, usize)>) -> HashSet<IpAddr> {
+/// Of `held` (networks or addresses with their counts, each once), those holding the most.
+fn heaviest(held: impl Iterator<Item = (IpAddr, usize)>) -> Vec<IpAddr> {
     let mut most = 0;
-    let mut heaviest = HashSet::new();
+    let mut heaviest = Vec::new();
     for (net, count) in held {
         if count > most {
             most = count;
             heaviest.clear();
         }
         if count == most {
-            heaviest.insert(net);
+            heaviest.push(net);
         }
     }
     heaviest
