@@ -31,7 +31,7 @@ const PARSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The parsed SyncTeX files of the last jobs queried, and the one parse allowed at a time.
 pub struct SyncCache {
     parsed: Mutex<Kept>,
-    parsing: tokio::sync::Semaphore,
+    parsing: Arc<tokio::sync::Semaphore>,
 }
 
 /// Parsed files by their object's key, the least recently queried dropped first, and the
@@ -52,7 +52,7 @@ impl SyncCache {
                     std::num::NonZeroUsize::new(UNREADABLE_KEPT).expect("not 0"),
                 ),
             }),
-            parsing: tokio::sync::Semaphore::new(1),
+            parsing: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -219,7 +219,7 @@ async fn parsed(state: &AppState, auth: &Authenticated, id: &str) -> Result<Arc<
     let _slot = state.downloads.take(auth.project_id).ok_or_else(|| {
         Problem::rate_limited("too many downloads of this project in flight; retry", 1)
     })?;
-    let _parsing = tokio::time::timeout(PARSE_WAIT, cache.parsing.acquire())
+    let parsing = tokio::time::timeout(PARSE_WAIT, cache.parsing.clone().acquire_owned())
         .await
         .map_err(|_| Problem::rate_limited("other SyncTeX files are being read; retry", 1))?
         .map_err(|_| Problem::internal())?;
@@ -227,16 +227,32 @@ async fn parsed(state: &AppState, auth: &Authenticated, id: &str) -> Result<Arc<
         return kept.map_err(unreadable);
     }
     let bytes = state.storage.get_bytes(&key).await?;
-    let parsed = tokio::task::spawn_blocking(move || Synctex::parse(&bytes))
+    parse_and_keep(cache.clone(), parsing, key, bytes)
         .await
         .map_err(|_| Problem::internal())?
-        .map(Arc::new)
-        .map_err(|why| match why {
-            Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
-            Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
-        });
-    cache.keep(key, parsed.clone());
-    parsed.map_err(unreadable)
+        .map_err(unreadable)
+}
+
+/// Parses a file on a blocking thread that holds the place to parse and keeps what it read,
+/// whether or not its query still waits: a query dropped as its parse starts would otherwise
+/// free the place for another parse of the same file, again and again, each running to its end.
+fn parse_and_keep(
+    cache: Arc<SyncCache>,
+    parsing: tokio::sync::OwnedSemaphorePermit,
+    key: String,
+    bytes: Vec<u8>,
+) -> tokio::task::JoinHandle<Result<Arc<Synctex>, &'static str>> {
+    tokio::task::spawn_blocking(move || {
+        let _parsing = parsing;
+        let parsed = Synctex::parse(&bytes)
+            .map(Arc::new)
+            .map_err(|why| match why {
+                Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
+                Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
+            });
+        cache.keep(key, parsed.clone());
+        parsed
+    })
 }
 
 mod query;

@@ -11,6 +11,9 @@ use std::io::{BufRead, BufReader, Read};
 pub const MAX_UNCOMPRESSED: u64 = 64 * 1024 * 1024;
 /// The most records read (48 bytes each): a 300-page thesis makes about a million.
 pub const MAX_RECORDS: usize = 1_000_000;
+/// The most lines read: a file's boxes open and close, so a few lines a record; a line that is
+/// no record costs a parse its time all the same.
+const MAX_LINES: usize = 3 * MAX_RECORDS;
 /// The most pages and sources read: a page costs its bytes even when it is empty.
 const MAX_PAGES: usize = 100_000;
 const MAX_INPUTS: usize = 10_000;
@@ -106,6 +109,7 @@ impl Synctex {
         let (mut unit, mut magnification): (f64, f64) = (1.0, 1000.0);
         let mut line = Vec::new();
         let mut read = 0u64;
+        let mut lines = 0usize;
         let mut records = 0usize;
         let mut pages = 0usize;
         let mut open: Vec<u32> = Vec::new();
@@ -120,7 +124,8 @@ impl Synctex {
                 break;
             }
             read += got as u64;
-            if read > MAX_UNCOMPRESSED {
+            lines += 1;
+            if read > MAX_UNCOMPRESSED || lines > MAX_LINES {
                 return Err(Unreadable::TooLarge);
             }
             if read == got as u64 && !line.starts_with(b"SyncTeX Version:") {

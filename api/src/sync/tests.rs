@@ -207,6 +207,29 @@ fn what_is_not_synctex_or_is_too_large_is_refused() {
         Synctex::parse(&gzip(&many)).unwrap_err(),
         Unreadable::TooLarge
     );
+    // Lines that are no record, each a little of the parse's time.
+    let mut idle = b"SyncTeX Version:1\nInput:1:/work/main.tex\n{1\n".to_vec();
+    idle.extend(b"x\n".repeat(3 * MAX_RECORDS));
+    assert_eq!(
+        Synctex::parse(&gzip(&idle)).unwrap_err(),
+        Unreadable::TooLarge
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parse_whose_query_went_away_holds_its_place_and_is_kept() {
+    let cache = std::sync::Arc::new(super::SyncCache::new());
+    let place = cache.parsing.clone().acquire_owned().await.unwrap();
+    let parse = super::parse_and_keep(
+        cache.clone(),
+        place,
+        "compiles/a/output.synctex.gz".into(),
+        gzip(COMPILED.as_bytes()),
+    );
+    drop(parse);
+    // The place comes back once the parse has ended, and what it read is kept.
+    let _again = cache.parsing.acquire().await.unwrap();
+    assert!(cache.get("compiles/a/output.synctex.gz").is_some());
 }
 
 #[test]
