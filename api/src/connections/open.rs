@@ -2,8 +2,8 @@
 //! network's narrower networks and addresses listed under it, so that finding the client that
 //! holds the most looks at the networks holding the most and what they hold, not at every
 //! connection: a client churning connections makes the API look for one to close on every
-//! accept (a review spread a churn over 13 /16s, one connection per /24, and the walk over
-//! every /24 and address on each accept kept others' connections in the listen queue).
+//! accept, and a walk over every /24 and address on each would keep others' connections in
+//! the listen queue.
 
 use super::Activity;
 use std::collections::{HashMap, HashSet};
