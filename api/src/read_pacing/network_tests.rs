@@ -76,6 +76,30 @@ async fn fresh_addresses_of_24s_that_carry_a_flood_read_after_a_clean_24_s_clien
     assert!(flooding.len() > 1000, "the flood is paced");
 }
 
+/// A moment of a flood at `tick`: each flooding meter reads 128 bytes and each fresh one (with
+/// the bytes it has left and the tick it came) up to a reserve's read, as far as each is let;
+/// fresh ones that are done or `lifetime` ticks old go.
+fn flood_for_a_moment(
+    flooding: &[Meter],
+    fresh: &mut Vec<(Meter, usize, u32)>,
+    tick: u32,
+    lifetime: u32,
+) {
+    for meter in flooding {
+        if meter.wait().is_none() {
+            meter.read(128);
+        }
+    }
+    for (meter, left, _) in fresh.iter_mut() {
+        if meter.wait().is_none() {
+            let read = (*left).min(RESERVE_READ);
+            meter.read(read);
+            *left -= read;
+        }
+    }
+    fresh.retain(|(_, left, born)| *left > 0 && tick - born < lifetime);
+}
+
 #[tokio::test(start_paused = true)]
 async fn fresh_48s_of_a_32_read_after_a_client_of_a_48_it_knows() {
     let pacing = ReadPacing::new();
@@ -102,19 +126,7 @@ async fn fresh_48s_of_a_32_read_after_a_client_of_a_48_it_knows() {
             1 + tick / 4096
         );
         fresh.push((pacing.meter(peer.parse().unwrap(), false), 4120, tick));
-        for meter in &flooding {
-            if meter.wait().is_none() {
-                meter.read(128);
-            }
-        }
-        for (meter, left, _) in &mut fresh {
-            if meter.wait().is_none() {
-                let read = (*left).min(RESERVE_READ);
-                meter.read(read);
-                *left -= read;
-            }
-        }
-        fresh.retain(|(_, left, born)| *left > 0 && tick - born < 480);
+        flood_for_a_moment(&flooding, &mut fresh, tick, 480);
         // Four times a second.
         if tick % 30 == 0 {
             assert_eq!(client.wait(), None, "after {} ms", tick * 25 / 3);
@@ -186,19 +198,7 @@ async fn fresh_addresses_of_flooded_16s_read_after_a_known_client_of_a_16_that_h
             (1 + tick / (48 * 254)) as u8,
         ];
         fresh.push((pacing.meter(IpAddr::V4(peer.into()), false), 4120, tick));
-        for meter in &flooding {
-            if meter.wait().is_none() {
-                meter.read(128);
-            }
-        }
-        for (meter, left, _) in &mut fresh {
-            if meter.wait().is_none() {
-                let read = (*left).min(RESERVE_READ);
-                meter.read(read);
-                *left -= read;
-            }
-        }
-        fresh.retain(|(_, left, born)| *left > 0 && tick - born < 600);
+        flood_for_a_moment(&flooding, &mut fresh, tick, 600);
         // Four times a second.
         if tick % 150 == 0 {
             assert_eq!(client.wait(), None, "after {} ms", tick * 5 / 3);

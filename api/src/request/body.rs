@@ -173,32 +173,16 @@ fn parse_with(
         }
     }
 
-    let halt_on_error = match object.get("halt_on_error") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(flag)) => *flag,
-        Some(_) => {
-            errors.push(FieldError::new("halt_on_error", "must be a boolean"));
-            false
-        }
-    };
+    let halt_on_error = flag(
+        object.get("halt_on_error"),
+        "halt_on_error",
+        false,
+        &mut errors,
+    );
 
-    let draft = match object.get("draft") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(flag)) => *flag,
-        Some(_) => {
-            errors.push(FieldError::new("draft", "must be a boolean"));
-            false
-        }
-    };
+    let draft = flag(object.get("draft"), "draft", false, &mut errors);
 
-    let use_cache = match object.get("cache") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(flag)) => *flag,
-        Some(_) => {
-            errors.push(FieldError::new("cache", "must be a boolean"));
-            true
-        }
-    };
+    let use_cache = flag(object.get("cache"), "cache", true, &mut errors);
 
     let timeout_seconds = match object.get("timeout_seconds") {
         None | Some(Value::Null) => limits.default_timeout_seconds,
@@ -267,6 +251,18 @@ fn main_path_problem(main: &str) -> Option<String> {
             Some("may not contain '+' or spaces (the engine is started with it)".into())
         }
         Ok(()) => None,
+    }
+}
+
+/// A boolean field's value, `default` when it is absent or null.
+fn flag(value: Option<&Value>, field: &str, default: bool, errors: &mut Vec<FieldError>) -> bool {
+    match value {
+        None | Some(Value::Null) => default,
+        Some(Value::Bool(flag)) => *flag,
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be a boolean"));
+            default
+        }
     }
 }
 
