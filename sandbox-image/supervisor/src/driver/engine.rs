@@ -45,9 +45,9 @@ const DRAFT: &str =
 impl EnginePrograms for Engine {
     /// One pass over `main` (a checked file name in the current folder), with the preamble
     /// format at the absolute path `format` when there is one; in `draft`, graphics are
-    /// boxes with their file names (graphicx's own draft mode, set as the document begins, so
-    /// that the document's options cannot undo it; a format's preamble scan would swallow the
-    /// hook, so drafts load none).
+    /// boxes with their file names (graphicx's own draft mode, set as the document begins,
+    /// over the options the document gave graphicx; a format's preamble scan would swallow
+    /// the hook, so drafts load none).
     fn pass(
         self,
         main: &str,
