@@ -30,7 +30,7 @@ use open::Open;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 mod eviction;
 mod open;
+mod standing;
 
 /// How long a connection's last progress must lie back before it may be closed to make room.
 pub const EVICTION_GRACE: Duration = Duration::from_secs(1);
@@ -59,6 +60,9 @@ pub struct Connections {
 
 /// What one connection is doing, shared by its task, its requests and the registry.
 pub struct Activity {
+    id: u64,
+    /// Told when the first request begins and the last ends, for [`standing`].
+    connections: Weak<Connections>,
     in_flight: AtomicUsize,
     served: AtomicBool,
     last_progress: Mutex<Instant>,
@@ -127,30 +131,44 @@ impl Connections {
     /// documentation).
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Slot {
         let mut open = self.open.lock().expect("not poisoned");
-        let address = counted_as(peer);
-        let activity = Arc::new(Activity {
-            in_flight: AtomicUsize::new(0),
-            served: AtomicBool::new(false),
-            last_progress: Mutex::new(Instant::now()),
-            answers: Mutex::new(HashMap::new()),
-            next_request: AtomicU64::new(0),
-            changed: Notify::new(),
-            evicted: CancellationToken::new(),
-        });
         // Room is made before the connection is counted, so that it never closes itself.
         if open.by_id.len() >= self.limits.max_connections.max(1) {
-            if let Some((address, closed)) = open.to_close().and_then(|id| open.remove(id)) {
-                tracing::debug!(%address, "closing a connection to make room");
+            if let Some(closed) = open.to_close().and_then(|id| open.remove(id)) {
+                tracing::debug!("closing a connection to make room");
                 closed.evicted.cancel();
             }
         }
-        let proxy = self.is_trusted_proxy(peer);
-        let id = open.insert(address, proxy, activity.clone());
+        let (id, activity) = open.insert(counted_as(peer), self.is_trusted_proxy(peer), |id| {
+            Arc::new(Activity {
+                id,
+                connections: Arc::downgrade(self),
+                in_flight: AtomicUsize::new(0),
+                served: AtomicBool::new(false),
+                last_progress: Mutex::new(Instant::now()),
+                answers: Mutex::new(HashMap::new()),
+                next_request: AtomicU64::new(0),
+                changed: Notify::new(),
+                evicted: CancellationToken::new(),
+            })
+        });
         metrics::set_open_connections(open.by_id.len());
         Slot {
             connections: self.clone(),
             id,
             activity,
+        }
+    }
+
+    /// Counts a request beginning or ending on `activity`'s connection, under the lock, so
+    /// that its standing follows its requests in the order they come.
+    fn count_request(&self, activity: &Activity, begins: bool) {
+        let mut open = self.open.lock().expect("not poisoned");
+        let first_or_last = match begins {
+            true => activity.in_flight.fetch_add(1, Ordering::AcqRel) == 0,
+            false => activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1,
+        };
+        if first_or_last {
+            open.set_serving(activity.id, begins);
         }
     }
 
@@ -217,14 +235,26 @@ impl Activity {
     /// Marks a request as being served until the returned guard is dropped (with its
     /// response's body, which may stream long after the handler returned).
     pub fn begin(self: &Arc<Self>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.served.store(true, Ordering::Release);
         self.progress();
+        self.count_request(true);
         self.changed.notify_one();
         InFlight {
             activity: self.clone(),
             id: self.next_request.fetch_add(1, Ordering::Relaxed),
             answering: false,
+        }
+    }
+
+    fn count_request(&self, begins: bool) {
+        match self.connections.upgrade() {
+            Some(connections) => connections.count_request(self, begins),
+            None if begins => {
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+            }
+            None => {
+                self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
 
@@ -307,10 +337,12 @@ impl Drop for InFlight {
                 .expect("not poisoned")
                 .remove(&self.id);
         }
-        self.activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.activity.count_request(false);
         self.activity.changed.notify_one();
     }
 }
 
+#[cfg(test)]
+mod choice_tests;
 #[cfg(test)]
 mod tests;

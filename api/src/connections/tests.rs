@@ -273,7 +273,7 @@ async fn a_silent_connection_meets_the_header_deadline_and_an_idle_one_the_idle_
 }
 
 #[test]
-fn what_each_network_holds_is_listed_under_it_until_its_last_connection_goes() {
+fn every_network_and_address_is_in_the_standings_until_its_last_connection_goes() {
     let connections = Connections::new(limits(1000, 0));
     let peers: Vec<IpAddr> = [
         "192.0.2.1",
@@ -286,33 +286,59 @@ fn what_each_network_holds_is_listed_under_it_until_its_last_connection_goes() {
     .into();
     let mut slots: Vec<Slot> = peers.iter().map(|peer| connections.admit(*peer)).collect();
     slots.push(connections.admit(peers[0]));
-    let listed = |connections: &Connections| {
-        let open = connections.open.lock().unwrap();
-        open.held_within
-            .iter()
-            .map(|within| {
-                within
-                    .values()
-                    .map(std::collections::HashSet::len)
-                    .sum::<usize>()
-            })
-            .collect::<Vec<_>>()
-    };
+    let nodes = |connections: &Connections| connections.open.lock().unwrap().standings.nodes();
     // IPv4: one /16 (its own /16 below it), two /24s, three addresses; IPv6: one /32, two
     // /48s, two /56s, two /64s.
-    assert_eq!(listed(&connections), [1 + 2, 2 + 2, 3 + 2]);
+    assert_eq!(nodes(&connections), [1 + 1, 1 + 2, 2 + 2, 3 + 2]);
     // 192.0.2.1's second connection: nothing goes.
     drop(slots.pop());
-    assert_eq!(listed(&connections), [1 + 2, 2 + 2, 3 + 2]);
+    assert_eq!(nodes(&connections), [1 + 1, 1 + 2, 2 + 2, 3 + 2]);
     drop(slots.remove(2));
-    assert_eq!(listed(&connections), [1 + 2, 1 + 2, 2 + 2]);
+    assert_eq!(nodes(&connections), [1 + 1, 1 + 2, 1 + 2, 2 + 2]);
     drop(slots);
-    assert_eq!(listed(&connections), [0, 0, 0]);
-    assert!(connections
-        .open
-        .lock()
-        .unwrap()
-        .held_within
-        .iter()
-        .all(HashMap::is_empty));
+    assert_eq!(nodes(&connections), [0, 0, 0, 0]);
+}
+
+/// 1,001 connections, each from an address of its own /24, spread evenly over 13 /16s.
+fn a_tie_of_thirteen_16s(connections: &Arc<Connections>) -> Vec<Slot> {
+    (0..1001u32)
+        .map(|n| {
+            let address = std::net::Ipv4Addr::new(127, (n % 13 + 37) as u8, (n / 13) as u8, 1);
+            connections.admit(IpAddr::V4(address))
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn choosing_among_a_thousand_tied_clients_compares_none_of_their_connections() {
+    let connections = Connections::new(limits(1001, 0));
+    let early = a_tie_of_thirteen_16s(&connections);
+    tokio::time::advance(EVICTION_GRACE).await;
+    let _ = early[500].activity.begin();
+    let mut late = Vec::new();
+    for n in 0..3u8 {
+        late.push(connections.admit(elsewhere(n)));
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    // The request that ended is the most recent progress of all: the silent ones, the oldest
+    // first, go before it.
+    let evicted: Vec<usize> = (0..early.len())
+        .filter(|&n| early[n].activity.evicted.is_cancelled())
+        .collect();
+    assert_eq!(evicted, [0, 1, 2]);
+    assert_eq!(eviction::COMPARED.get(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_tied_clients_that_all_serve_requests_a_bounded_few_are_compared() {
+    let connections = Connections::new(limits(1001, 0));
+    let tied = a_tie_of_thirteen_16s(&connections);
+    let _requests: Vec<InFlight> = tied.iter().map(|slot| slot.activity.begin()).collect();
+    let _arriving = connections.admit(elsewhere(1));
+    assert_eq!(evicted(&tied), 1);
+    assert!(
+        eviction::COMPARED.get() <= 64,
+        "{}",
+        eviction::COMPARED.get()
+    );
 }
