@@ -225,11 +225,17 @@ impl Standings {
         let Some((_, group)) = self.widest.heaviest() else {
             return found;
         };
-        let mut frontier: Vec<(usize, IpAddr)> = group.members.iter().map(|k| (0, *k)).collect();
-        while let Some((level, key)) = frontier.pop() {
-            if found.len() >= limit {
+        // One iterator per level, so that a group of thousands is never listed whole.
+        let mut levels = vec![group.members.iter()];
+        while found.len() < limit {
+            let Some(key) = levels.last_mut().map(Iterator::next) else {
                 break;
-            }
+            };
+            let Some(&key) = key else {
+                levels.pop();
+                continue;
+            };
+            let level = levels.len() - 1;
             if level == NETWORKS.len() {
                 let serving = self
                     .addresses
@@ -243,7 +249,7 @@ impl Standings {
                 .get(&key)
                 .and_then(|n| n.children.heaviest());
             if let Some((_, group)) = heaviest {
-                frontier.extend(group.members.iter().map(|k| (level + 1, *k)));
+                levels.push(group.members.iter());
             }
         }
         found
