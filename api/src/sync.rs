@@ -21,10 +21,14 @@ use std::sync::{Arc, Mutex};
 use synctex::{Synctex, Unreadable};
 use texfleet_core::model::JobStatus;
 
-/// What the parsed files kept may weigh, in all: a few of the largest.
+/// What the parsed files kept may weigh, in all.
 const KEPT_BYTES: usize = 192 * 1024 * 1024;
-/// Files that cannot be queried, remembered so that each is read once.
-const UNREADABLE_KEPT: usize = 256;
+/// What one parsed file may weigh: four of the largest fit, so that queries going from one
+/// to another of a few large files do not parse each again every time.
+const MAX_WEIGHT: usize = KEPT_BYTES / 4;
+/// Files that cannot be queried, remembered (a few megabytes) so that each is read once: a
+/// party would need this many jobs of its own to have one read again.
+const UNREADABLE_KEPT: usize = 65_536;
 /// How long a query waits for another's parse before it is told to retry.
 const PARSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -244,15 +248,23 @@ fn parse_and_keep(
 ) -> tokio::task::JoinHandle<Result<Arc<Synctex>, &'static str>> {
     tokio::task::spawn_blocking(move || {
         let _parsing = parsing;
-        let parsed = Synctex::parse(&bytes)
-            .map(Arc::new)
-            .map_err(|why| match why {
-                Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
-                Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
-            });
+        let parsed = read(&bytes, MAX_WEIGHT);
         cache.keep(key, parsed.clone());
         parsed
     })
+}
+
+/// Parses a file, refused when it would weigh more than `max_weight`.
+fn read(bytes: &[u8], max_weight: usize) -> Result<Arc<Synctex>, &'static str> {
+    Synctex::parse(bytes)
+        .and_then(|parsed| match parsed.weight() > max_weight {
+            true => Err(Unreadable::TooLarge),
+            false => Ok(Arc::new(parsed)),
+        })
+        .map_err(|why| match why {
+            Unreadable::TooLarge => "the job's SyncTeX file is too large to query",
+            Unreadable::NotSynctex => "the job's SyncTeX file cannot be read",
+        })
 }
 
 mod query;

@@ -34,18 +34,14 @@ impl Synctex {
     /// The boxes `line` of `file` made, or those of the nearest line after it (before it, at
     /// the end of a file) that made any.
     pub fn forward(&self, file: &str, line: u32) -> Vec<PdfBox> {
-        let tags: Vec<u32> = self
-            .inputs
-            .iter()
-            .filter(|(_, path)| path.as_str() == file)
-            .map(|(tag, _)| *tag)
-            .collect();
+        let Some(&file) = self.files.get(file) else {
+            return Vec::new();
+        };
         let boxes_of = |wanted: u32| {
-            tags.iter()
-                .filter_map(|&tag| self.by_line.get(&(tag, wanted)))
-                .flatten()
-                .copied()
-                .collect::<Vec<_>>()
+            self.by_line
+                .get(&(file, wanted))
+                .cloned()
+                .unwrap_or_default()
         };
         let Some(mut found) = (0..=NEARBY_LINES)
             .flat_map(|distance| [line.checked_add(distance), line.checked_sub(distance)])

@@ -76,24 +76,32 @@ pub struct Synctex {
     pub pages: Vec<Page>,
     /// Big points per unit of the file's positions.
     pub scale: f64,
-    /// The horizontal boxes each source line made (the first [`MAX_BOXES`]), as (page index,
-    /// record index), in page order: a forward query is a lookup, not a walk through the pages.
+    /// Each project path of `inputs`, numbered: a file the engine read many times has many
+    /// tags, and a forward query looks it up once, not once per tag.
+    pub files: HashMap<String, u32>,
+    /// The horizontal boxes each line of each project file made (the first [`MAX_BOXES`]), by
+    /// (number in `files`, line), as (page index, record index), in page order: a forward
+    /// query is a lookup, not a walk through the pages.
     pub by_line: HashMap<(u32, u32), Vec<(u32, u32)>>,
 }
 
 impl Synctex {
-    /// About how many bytes it holds.
+    /// About how many bytes it holds, by what its vectors and tables have room for.
     pub fn weight(&self) -> usize {
-        let records: usize = self.pages.iter().map(|page| page.records.len()).sum();
-        let paths: usize = self.inputs.values().map(|path| path.len() + 48).sum();
+        let records: usize = self.pages.iter().map(|page| page.records.capacity()).sum();
+        let paths: usize = (self.inputs.values())
+            .chain(self.files.keys())
+            .map(|path| path.capacity() + 48)
+            .sum();
         let lines: usize = self
             .by_line
             .values()
-            .map(|boxes| 48 + 8 * boxes.len())
+            .map(|boxes| 8 * boxes.capacity())
             .sum();
         records * std::mem::size_of::<Record>()
-            + self.pages.len() * std::mem::size_of::<Page>()
+            + self.pages.capacity() * std::mem::size_of::<Page>()
             + paths
+            + self.by_line.capacity() * 48
             + lines
     }
 
@@ -102,6 +110,7 @@ impl Synctex {
         let mut reader = BufReader::new(MultiGzDecoder::new(gzip).take(MAX_UNCOMPRESSED + 1));
         let mut synctex = Synctex {
             inputs: HashMap::new(),
+            files: HashMap::new(),
             pages: Vec::new(),
             scale: 1.0 / SP_PER_BP,
             by_line: HashMap::new(),
@@ -215,8 +224,21 @@ impl Synctex {
     }
 
     fn index_lines(&mut self) {
+        let mut numbers = HashMap::new();
+        for (tag, path) in &self.inputs {
+            let next = self.files.len() as u32;
+            let file = *self.files.entry(path.clone()).or_insert(next);
+            numbers.insert(*tag, file);
+        }
+        for page in &mut self.pages {
+            page.records.shrink_to_fit();
+        }
+        self.pages.shrink_to_fit();
         for (page_index, page) in self.pages.iter().enumerate() {
             for (index, record) in page.records.iter().enumerate() {
+                let Some(&file) = numbers.get(&record.tag) else {
+                    continue;
+                };
                 let hbox = match record.kind {
                     Kind::HBox => Some(index as u32),
                     _ => record
@@ -224,7 +246,7 @@ impl Synctex {
                         .filter(|&parent| page.records[parent as usize].kind == Kind::HBox),
                 };
                 let Some(hbox) = hbox else { continue };
-                let boxes = self.by_line.entry((record.tag, record.line)).or_default();
+                let boxes = self.by_line.entry((file, record.line)).or_default();
                 let at = (page_index as u32, hbox);
                 if boxes.len() < MAX_BOXES && boxes.last() != Some(&at) {
                     boxes.push(at);

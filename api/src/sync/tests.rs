@@ -283,3 +283,42 @@ fn one_line_in_many_boxes_is_answered_with_its_first_boxes() {
         "in page order"
     );
 }
+
+#[test]
+fn a_file_read_under_many_tags_is_one_file_to_a_forward_query() {
+    let mut many = b"SyncTeX Version:1\n".to_vec();
+    for tag in 1..10_000 {
+        many.extend_from_slice(format!("Input:{tag}:/work/main.tex\n").as_bytes());
+    }
+    many.extend_from_slice(b"{1\n");
+    for tag in 1..10_000 {
+        many.extend_from_slice(format!("({tag},1:{tag},1:10,10,10\n)\n").as_bytes());
+    }
+    many.extend_from_slice(b"}1\n");
+    let synctex = Synctex::parse(&gzip(&many)).unwrap();
+    assert_eq!(synctex.by_line.len(), 1);
+    assert_eq!(synctex.forward("main.tex", 1).len(), 64);
+}
+
+#[test]
+fn a_file_weighs_what_its_vectors_hold_room_for_and_a_heavy_one_is_refused() {
+    let mut synctex = compiled();
+    synctex.pages[0].records.reserve(100_000);
+    assert!(synctex.weight() >= 100_000 * std::mem::size_of::<super::synctex::Record>());
+    let bytes = gzip(COMPILED.as_bytes());
+    let weight = super::read(&bytes, usize::MAX).unwrap().weight();
+    assert!(super::read(&bytes, weight).is_ok());
+    assert_eq!(
+        super::read(&bytes, weight - 1).unwrap_err(),
+        "the job's SyncTeX file is too large to query"
+    );
+}
+
+#[test]
+fn a_cache_remembers_thousands_of_files_that_cannot_be_read() {
+    let cache = super::SyncCache::new();
+    for n in 0..5_000 {
+        cache.keep(format!("compiles/{n}/output.synctex.gz"), Err("unreadable"));
+    }
+    assert!(cache.get("compiles/0/output.synctex.gz").is_some());
+}
