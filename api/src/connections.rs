@@ -159,16 +159,19 @@ impl Connections {
         }
     }
 
-    /// Counts a request beginning or ending on `activity`'s connection, under the lock, so
-    /// that its standing follows its requests in the order they come.
+    /// Counts a request beginning or ending on `activity`'s connection. When the count leaves
+    /// or reaches 0 its standing follows, under the lock, from the count as it then is: a
+    /// request beginning on another thread as the last ends leaves it serving, whichever
+    /// takes the lock first.
     fn count_request(&self, activity: &Activity, begins: bool) {
-        let mut open = self.open.lock().expect("not poisoned");
-        let first_or_last = match begins {
+        let crossed = match begins {
             true => activity.in_flight.fetch_add(1, Ordering::AcqRel) == 0,
             false => activity.in_flight.fetch_sub(1, Ordering::AcqRel) == 1,
         };
-        if first_or_last {
-            open.set_serving(activity.id, begins);
+        if crossed {
+            let mut open = self.open.lock().expect("not poisoned");
+            let serving = activity.in_flight.load(Ordering::Acquire) > 0;
+            open.set_serving(activity.id, serving);
         }
     }
 

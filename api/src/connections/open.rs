@@ -72,7 +72,7 @@ impl Open {
         Some(connection.activity)
     }
 
-    /// Connection `id` began its first request in flight (`serving`), or ended its last.
+    /// Connection `id` has requests in flight (`serving`), or none.
     pub(super) fn set_serving(&mut self, id: u64, serving: bool) {
         let Some(connection) = self.by_id.get_mut(&id) else {
             return;
@@ -80,9 +80,11 @@ impl Open {
         let Some(old) = connection.state else {
             return;
         };
-        let new = match serving {
-            true => State::Serving,
-            false => State::Idle(Instant::now()),
+        let new = match (old, serving) {
+            (State::Serving, true) | (State::Idle(_), false) => return,
+            (_, true) => State::Serving,
+            // A request that began and ended before it took the lock ends here too.
+            (_, false) => State::Idle(Instant::now()),
         };
         connection.state = Some(new);
         self.standings
