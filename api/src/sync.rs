@@ -3,9 +3,9 @@
 //!
 //! The job's SyncTeX file is read from the object store and parsed here, in the API's
 //! process, not in a sandbox: parsing is bounded in bytes and records ([`synctex`]) and runs
-//! on a blocking thread, one at a time, each holding one of the project's download places. The
-//! parsed file is kept for the next queries of the same job (an editor asks on every click),
-//! a few files at a time.
+//! on a blocking thread, a few at a time and one per project, each holding one of the
+//! project's download places. The parsed file is kept for the next queries of the same job,
+//! each project's within a share of the cache ([`cache`]).
 
 use crate::auth::Authenticated;
 use crate::problem::{AuthenticatedProblems, FieldError, Problem, ProblemBody};
@@ -17,78 +17,14 @@ use axum::Json;
 use query::{PdfBox, SourcePlace};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use synctex::{Synctex, Unreadable};
+
+pub use cache::SyncCache;
 use texfleet_core::model::JobStatus;
 
-/// What the parsed files kept may weigh, in all.
-const KEPT_BYTES: usize = 192 * 1024 * 1024;
-/// What one parsed file may weigh: four of the largest fit, so that queries going from one
-/// to another of a few large files do not parse each again every time.
-const MAX_WEIGHT: usize = KEPT_BYTES / 4;
-/// Files that cannot be queried, remembered (a few megabytes) so that each is read once: a
-/// party would need this many jobs of its own to have one read again.
-const UNREADABLE_KEPT: usize = 65_536;
 /// How long a query waits for another's parse before it is told to retry.
 const PARSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The parsed SyncTeX files of the last jobs queried, and the one parse allowed at a time.
-pub struct SyncCache {
-    parsed: Mutex<Kept>,
-    parsing: Arc<tokio::sync::Semaphore>,
-}
-
-/// Parsed files by their object's key, the least recently queried dropped first, and the
-/// keys of files that cannot be queried.
-struct Kept {
-    files: lru::LruCache<String, Arc<Synctex>>,
-    bytes: usize,
-    unreadable: lru::LruCache<String, &'static str>,
-}
-
-impl SyncCache {
-    pub fn new() -> SyncCache {
-        SyncCache {
-            parsed: Mutex::new(Kept {
-                files: lru::LruCache::unbounded(),
-                bytes: 0,
-                unreadable: lru::LruCache::new(
-                    std::num::NonZeroUsize::new(UNREADABLE_KEPT).expect("not 0"),
-                ),
-            }),
-            parsing: Arc::new(tokio::sync::Semaphore::new(1)),
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<Result<Arc<Synctex>, &'static str>> {
-        let mut kept = self.parsed.lock().expect("not poisoned");
-        if let Some(why) = kept.unreadable.get(key) {
-            return Some(Err(*why));
-        }
-        kept.files.get(key).cloned().map(Ok)
-    }
-
-    fn keep(&self, key: String, parsed: Result<Arc<Synctex>, &'static str>) {
-        let mut kept = self.parsed.lock().expect("not poisoned");
-        let synctex = match parsed {
-            Ok(synctex) => synctex,
-            Err(why) => {
-                kept.unreadable.put(key, why);
-                return;
-            }
-        };
-        kept.bytes += synctex.weight();
-        if let Some(replaced) = kept.files.put(key, synctex) {
-            kept.bytes -= replaced.weight();
-        }
-        while kept.bytes > KEPT_BYTES {
-            let Some((_, dropped)) = kept.files.pop_lru() else {
-                break;
-            };
-            kept.bytes -= dropped.weight();
-        }
-    }
-}
 
 /// Where a source line is in the PDF.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -223,15 +159,14 @@ async fn parsed(state: &AppState, auth: &Authenticated, id: &str) -> Result<Arc<
     let _slot = state.downloads.take(auth.project_id).ok_or_else(|| {
         Problem::rate_limited("too many downloads of this project in flight; retry", 1)
     })?;
-    let parsing = tokio::time::timeout(PARSE_WAIT, cache.parsing.clone().acquire_owned())
+    let parsing = tokio::time::timeout(PARSE_WAIT, cache.place_to_parse(auth.project_id))
         .await
-        .map_err(|_| Problem::rate_limited("other SyncTeX files are being read; retry", 1))?
-        .map_err(|_| Problem::internal())?;
+        .map_err(|_| Problem::rate_limited("other SyncTeX files are being read; retry", 1))?;
     if let Some(kept) = cache.get(&key) {
         return kept.map_err(unreadable);
     }
     let bytes = state.storage.get_bytes(&key).await?;
-    parse_and_keep(cache.clone(), parsing, key, bytes)
+    parse_and_keep(cache.clone(), parsing, auth.project_id, key, bytes)
         .await
         .map_err(|_| Problem::internal())?
         .map_err(unreadable)
@@ -242,14 +177,15 @@ async fn parsed(state: &AppState, auth: &Authenticated, id: &str) -> Result<Arc<
 /// free the place for another parse of the same file, again and again, each running to its end.
 fn parse_and_keep(
     cache: Arc<SyncCache>,
-    parsing: tokio::sync::OwnedSemaphorePermit,
+    parsing: cache::PlaceToParse,
+    project: uuid::Uuid,
     key: String,
     bytes: Vec<u8>,
 ) -> tokio::task::JoinHandle<Result<Arc<Synctex>, &'static str>> {
     tokio::task::spawn_blocking(move || {
         let _parsing = parsing;
-        let parsed = read(&bytes, MAX_WEIGHT);
-        cache.keep(key, parsed.clone());
+        let parsed = read(&bytes, cache::MAX_WEIGHT);
+        cache.keep(key, project, parsed.clone());
         parsed
     })
 }
@@ -267,6 +203,7 @@ fn read(bytes: &[u8], max_weight: usize) -> Result<Arc<Synctex>, &'static str> {
         })
 }
 
+mod cache;
 mod query;
 mod synctex;
 #[cfg(test)]

@@ -219,17 +219,54 @@ fn what_is_not_synctex_or_is_too_large_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_parse_whose_query_went_away_holds_its_place_and_is_kept() {
     let cache = std::sync::Arc::new(super::SyncCache::new());
-    let place = cache.parsing.clone().acquire_owned().await.unwrap();
+    let project = uuid::Uuid::new_v4();
+    let place = cache.place_to_parse(project).await;
     let parse = super::parse_and_keep(
         cache.clone(),
         place,
+        project,
         "compiles/a/output.synctex.gz".into(),
         gzip(COMPILED.as_bytes()),
     );
     drop(parse);
-    // The place comes back once the parse has ended, and what it read is kept.
-    let _again = cache.parsing.acquire().await.unwrap();
+    // The project's place comes back once the parse has ended, and what it read is kept.
+    let _again = cache.place_to_parse(project).await;
     assert!(cache.get("compiles/a/output.synctex.gz").is_some());
+}
+
+/// A parsed file that weighs about `mebibytes`.
+fn weighing(mebibytes: usize) -> std::sync::Arc<Synctex> {
+    let mut synctex = compiled();
+    let records = mebibytes * 1024 * 1024 / std::mem::size_of::<super::synctex::Record>();
+    synctex.pages[0].records.reserve_exact(records);
+    std::sync::Arc::new(synctex)
+}
+
+#[test]
+fn one_project_s_files_keep_at_most_half_the_cache_and_push_out_its_own() {
+    let cache = super::SyncCache::new();
+    let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    cache.keep("a1".into(), a, Ok(weighing(40)));
+    cache.keep("b1".into(), b, Ok(weighing(40)));
+    cache.keep("a2".into(), a, Ok(weighing(40)));
+    cache.keep("a3".into(), a, Ok(weighing(40)));
+    let kept = |key: &str| cache.get(key).is_some();
+    assert!(!kept("a1"), "the project's own least recent goes");
+    assert!(kept("b1") && kept("a2") && kept("a3"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_project_parses_one_file_at_a_time_and_leaves_a_place_to_others() {
+    let cache = super::SyncCache::new();
+    let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let _parsing = cache.place_to_parse(a).await;
+    let wait = std::time::Duration::from_secs(60);
+    assert!(tokio::time::timeout(wait, cache.place_to_parse(a))
+        .await
+        .is_err());
+    assert!(tokio::time::timeout(wait, cache.place_to_parse(b))
+        .await
+        .is_ok());
 }
 
 #[test]
@@ -318,7 +355,11 @@ fn a_file_weighs_what_its_vectors_hold_room_for_and_a_heavy_one_is_refused() {
 fn a_cache_remembers_thousands_of_files_that_cannot_be_read() {
     let cache = super::SyncCache::new();
     for n in 0..5_000 {
-        cache.keep(format!("compiles/{n}/output.synctex.gz"), Err("unreadable"));
+        cache.keep(
+            format!("compiles/{n}/output.synctex.gz"),
+            uuid::Uuid::nil(),
+            Err("unreadable"),
+        );
     }
     assert!(cache.get("compiles/0/output.synctex.gz").is_some());
 }
