@@ -60,6 +60,9 @@ pub struct CompileArgs {
     /// A fast preview: every graphic drawn as a box with its file name.
     #[arg(long)]
     draft: bool,
+    /// Count the words with TeX Live's texcount, as editors show them.
+    #[arg(long)]
+    wordcount: bool,
     #[command(flatten)]
     output_format: OutputArgs,
     #[command(flatten)]
@@ -86,7 +89,8 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let main = locations.main.clone().map(|(project, _)| project);
     let mut metadata = json!({ "project_id": client.project(), "main": main,
                                "engine": args.engine, "halt_on_error": args.halt_on_error,
-                               "draft": args.draft, "cache": !args.no_cache });
+                               "draft": args.draft, "wordcount": args.wordcount,
+                               "cache": !args.no_cache });
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);
     }
@@ -174,6 +178,9 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
         }
         if let Some(log) = &written_log {
             eprintln!("the log is in {}", log.display());
+        }
+        if args.wordcount {
+            report::word_count(&job);
         }
     }
     Ok(if failed {

@@ -67,6 +67,19 @@ pub fn diagnostics(job: &Value, format: OutputFormat, locations: &Locations) {
     }
 }
 
+/// texcount's count of the job's sources, on stderr, or why there is none.
+pub fn word_count(job: &Value) {
+    let count = &job["word_count"];
+    match count.is_object() {
+        true => eprintln!(
+            "words: {} in text, {} in headings, {} elsewhere (captions, footnotes); {} headings, {} floats, {} inline and {} displayed formulas",
+            count["text_words"], count["header_words"], count["other_words"], count["headers"],
+            count["floats"], count["inline_math"], count["displayed_math"]
+        ),
+        false => eprintln!("no word count: texcount gave none (the log says why)"),
+    }
+}
+
 /// How many error diagnostics the job has.
 pub fn error_count(job: &Value) -> usize {
     job["diagnostics"]

@@ -62,6 +62,10 @@ impl Fields {
         if job.draft {
             self.add(b"draft");
         }
+        // Likewise: a result without a count cannot stand for one asked to count.
+        if job.wordcount {
+            self.add(b"wordcount");
+        }
         self.add(&job.timeout_seconds.to_be_bytes());
         self.add(job.main.as_bytes());
         let mut files: Vec<_> = job.files.iter().collect();
@@ -89,6 +93,7 @@ mod tests {
             texlive: "2024".into(),
             halt_on_error: false,
             draft: false,
+            wordcount: false,
             timeout_seconds: 30,
             main: "main.tex".into(),
             files: files

@@ -126,6 +126,7 @@ pub struct Diagnostic {
     "reused_from": null,
     "preamble_cache": "hit",
     "incremental": true,
+    "word_count": null,
     "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
                "pdf": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/pdf",
                "log": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/log",
@@ -172,6 +173,10 @@ pub struct Job {
     /// the project's last successful compile of the same document.
     #[serde(default)]
     pub incremental: bool,
+    /// texcount's count of the sources, for a job submitted with `"wordcount": true`; null
+    /// otherwise, or when texcount gave none (the log says why).
+    #[serde(default)]
+    pub word_count: Option<WordCount>,
     /// Where the job and its outputs are on this API.
     #[serde(default)]
     pub links: JobLinks,
@@ -182,6 +187,26 @@ pub struct Job {
     pub log_sha256: Option<String>,
     #[serde(skip)]
     pub synctex_sha256: Option<String>,
+}
+
+/// The words and the rest of a job's sources as TeX Live's texcount counts them, the main
+/// document with the files it includes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WordCount {
+    /// Words in the text.
+    pub text_words: u32,
+    /// Words in headings (sections, titles).
+    pub header_words: u32,
+    /// Words outside the text: captions, footnotes and the like.
+    pub other_words: u32,
+    /// Headings.
+    pub headers: u32,
+    /// Floats (figures, tables).
+    pub floats: u32,
+    /// Formulas in the text.
+    pub inline_math: u32,
+    /// Displayed formulas.
+    pub displayed_math: u32,
 }
 
 /// The paths of a job and of its outputs on this API, so that clients need not build URLs;
@@ -225,6 +250,8 @@ pub struct NewJob {
     pub halt_on_error: bool,
     /// Graphics drawn as boxes, for a fast preview.
     pub draft: bool,
+    /// texcount counts the sources' words after the compile.
+    pub wordcount: bool,
     pub timeout_seconds: u32,
     /// The main document's path among `files`.
     pub main: String,
@@ -254,6 +281,8 @@ pub struct ClaimedJob {
     pub halt_on_error: bool,
     /// Graphics drawn as boxes, for a fast preview.
     pub draft: bool,
+    /// texcount counts the sources' words after the compile.
+    pub wordcount: bool,
     pub timeout_seconds: u32,
     pub attempt: i32,
     /// How long the job waited in the queue before this claim.

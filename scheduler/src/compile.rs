@@ -15,7 +15,7 @@ use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{ClaimedJob, JobStatus, Severity};
+use texfleet_core::model::{ClaimedJob, JobStatus, Severity, WordCount};
 use tracing::Instrument;
 
 pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
@@ -181,6 +181,12 @@ async fn compile_and_upload(
             .state
             .as_ref()
             .is_some_and(|state| state.restarted);
+    outcome.word_count = collected
+        .state
+        .as_ref()
+        .and_then(|state| state.word_count)
+        .filter(|_| job.wordcount)
+        .map(word_count);
     let outputs = Outputs {
         log: collected.log,
         pdf: collected.pdf,
@@ -198,6 +204,21 @@ async fn compile_and_upload(
         ),
     );
     uploaded
+}
+
+/// texcount's numbers as the job shows them.
+fn word_count(counted: texfleet_sandbox::WordCount) -> WordCount {
+    let [text_words, header_words, other_words, headers, floats, inline_math, displayed_math] =
+        counted;
+    WordCount {
+        text_words,
+        header_words,
+        other_words,
+        headers,
+        floats,
+        inline_math,
+        displayed_math,
+    }
 }
 
 /// Only a `Succeeded` compile hands its state on: a failed one's may be what failed, and so

@@ -68,6 +68,7 @@ mod tests {
             texlive: "2024".into(),
             halt_on_error: false,
             draft: false,
+            wordcount: false,
             timeout_seconds: 60,
             attempt: 1,
             main: "main.tex".into(),

@@ -19,6 +19,7 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
         engine: sandbox_engine(job.engine),
         halt_on_error: job.halt_on_error,
         draft: job.draft,
+        wordcount: job.wordcount,
         timeout_seconds: job.timeout_seconds,
         max_pdf_bytes: config.max_pdf_bytes as u64,
         max_log_bytes: config.max_log_bytes as u64,

@@ -20,6 +20,7 @@ pub(super) const FIELDS: &[&str] = &[
     "files",
     "halt_on_error",
     "draft",
+    "wordcount",
     "timeout_seconds",
     "cache",
 ];
@@ -31,6 +32,7 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
     "texlive",
     "halt_on_error",
     "draft",
+    "wordcount",
     "timeout_seconds",
     "cache",
 ];
@@ -182,6 +184,8 @@ fn parse_with(
 
     let draft = flag(object.get("draft"), "draft", false, &mut errors);
 
+    let wordcount = flag(object.get("wordcount"), "wordcount", false, &mut errors);
+
     let use_cache = flag(object.get("cache"), "cache", true, &mut errors);
 
     let timeout_seconds = match object.get("timeout_seconds") {
@@ -225,6 +229,7 @@ fn parse_with(
             texlive,
             halt_on_error,
             draft,
+            wordcount,
             timeout_seconds,
             main,
             files,

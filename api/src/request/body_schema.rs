@@ -72,6 +72,9 @@ pub struct CompileOptions {
     /// A fast preview: every graphic drawn as a box with its file name (graphicx's draft
     /// mode). Neither loads nor keeps a preamble format. Default false.
     draft: Option<bool>,
+    /// Count the sources' words with TeX Live's texcount after the compile: the job's
+    /// `word_count`. Default false.
+    wordcount: Option<bool>,
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).
     #[schema(minimum = 1)]
     timeout_seconds: Option<u32>,

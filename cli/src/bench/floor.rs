@@ -43,6 +43,7 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         texlive: String::new(),
         halt_on_error: false,
         draft: false,
+        wordcount: false,
         timeout_seconds: 120,
         attempt: 1,
         waited_seconds: 0.0,

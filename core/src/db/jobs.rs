@@ -12,7 +12,7 @@ use uuid::Uuid;
 pub(super) const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at,
     finished_at, duration_ms, pdf_storage_key, log_storage_key, error_code, error_message,
     diagnostics, reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
-    preamble_cache, incremental, texlive, image_id";
+    preamble_cache, incremental, texlive, image_id, word_count";
 
 pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let error = parsed_opt(row, "error_code")?.map(|code| JobError {
@@ -53,6 +53,11 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
         reused_from: row.get("reused_from"),
         preamble_cache: row.get("preamble_cache"),
         incremental: row.get("incremental"),
+        word_count: row
+            .get::<_, Option<serde_json::Value>>("word_count")
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| DbError::Corrupt(format!("word_count: {e}")))?,
         pdf_sha256: row.get("pdf_sha256"),
         log_sha256: row.get("log_sha256"),
         synctex_sha256: row.get("synctex_sha256"),

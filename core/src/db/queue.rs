@@ -12,7 +12,7 @@
 //! - **retention** ([`expired_jobs`], [`delete_finished_jobs`]).
 
 use super::{parsed, DbError, DbResult, Pool};
-use crate::model::{Diagnostic, JobError, JobStatus};
+use crate::model::{Diagnostic, JobError, JobStatus, WordCount};
 use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
@@ -191,6 +191,8 @@ pub struct Outcome {
     pub preamble_cache: Option<&'static str>,
     /// Whether the compile started from the last compile's auxiliary files.
     pub incremental: bool,
+    /// texcount's count, when the job asked for one and got it.
+    pub word_count: Option<WordCount>,
 }
 
 impl Outcome {
@@ -216,6 +218,7 @@ impl Outcome {
             image_id,
             preamble_cache: None,
             incremental: false,
+            word_count: None,
         }
     }
 }
@@ -233,6 +236,11 @@ pub async fn finish_job(
         .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
     let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
     let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
+    let word_count = outcome
+        .word_count
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| DbError::Corrupt(format!("word_count: {e}")))?;
     let finish = client
         .prepare_cached(
             "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
@@ -240,7 +248,7 @@ pub async fn finish_job(
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
                              duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
                              image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14,
-                             preamble_cache = $15, incremental = $16
+                             preamble_cache = $15, incremental = $16, word_count = $17
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
         )
@@ -265,6 +273,7 @@ pub async fn finish_job(
                 &outcome.synctex_sha256,
                 &outcome.preamble_cache,
                 &outcome.incremental,
+                &word_count,
             ],
         )
         .await?;

@@ -130,6 +130,7 @@ pub(crate) async fn insert_job_drawing_ids(
                             &admission.max_queued_bytes,
                             &job.texlive,
                             &job.draft,
+                            &job.wordcount,
                         ],
                     )
                     .await?;
@@ -162,14 +163,16 @@ pub(crate) async fn insert_job_drawing_ids(
 /// A job written `Succeeded` with the outputs of the original (`$5`) it reuses.
 static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO jobs (id, project_id, engine, texlive, halt_on_error, draft, timeout_seconds,
-         max_attempts, idempotency_key, request_hash, input_hash, main_path, status, started_at,
-         finished_at, duration_ms, pdf_storage_key, log_storage_key, diagnostics, image_id,
-         reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256)
-     SELECT $1, project_id, engine, texlive, halt_on_error, draft, timeout_seconds, $2, $3, $4,
-            input_hash,
+        "INSERT INTO jobs (id, project_id, engine, texlive, halt_on_error, draft, wordcount,
+         timeout_seconds, max_attempts, idempotency_key, request_hash, input_hash, main_path,
+         status, started_at, finished_at, duration_ms, pdf_storage_key, log_storage_key,
+         diagnostics, image_id, reused_from, pdf_sha256, log_sha256, synctex_storage_key,
+         synctex_sha256, word_count)
+     SELECT $1, project_id, engine, texlive, halt_on_error, draft, wordcount, timeout_seconds,
+            $2, $3, $4, input_hash,
             main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
-            diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256
+            diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
+            word_count
      FROM jobs WHERE id = $5
      ON CONFLICT DO NOTHING
      RETURNING {JOB_COLUMNS}"
@@ -190,9 +193,10 @@ static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
                            idempotency_key, request_hash, input_hash, main_path, use_cache,
-                           source_bytes, texlive, draft)
+                           source_bytes, texlive, draft, wordcount)
          SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
-                $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8, $15::text, $16::boolean
+                $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8, $15::text, $16::boolean,
+                $17::boolean
          FROM waiting WHERE room_for_a_job AND room_for_its_sources
          ON CONFLICT DO NOTHING
          RETURNING {JOB_COLUMNS}

@@ -84,6 +84,9 @@ pub struct JobSpec {
     /// Graphics drawn as boxes with their file names (graphicx's `draft`), for a fast preview.
     #[serde(default)]
     pub draft: bool,
+    /// texcount counts the sources' words after the compile ([`DriverState::word_count`]).
+    #[serde(default)]
+    pub wordcount: bool,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
     pub max_log_bytes: u64,
@@ -180,7 +183,14 @@ pub struct DriverState {
     /// The compile from the last compile's auxiliary files failed and ran again from nothing.
     #[serde(default)]
     pub restarted: bool,
+    /// texcount's count of the sources, when the spec asked for one and texcount gave it.
+    #[serde(default)]
+    pub word_count: Option<WordCount>,
 }
+
+/// What texcount counts of a document, its template's seven numbers in its order: words in the
+/// text, in headings and elsewhere (captions), headings, floats, inline and displayed formulas.
+pub type WordCount = [u32; 7];
 
 impl DriverState {
     /// [`CompileState::bounded`], a dump that read more files than are kept in its key
@@ -311,6 +321,7 @@ mod tests {
             engine: Engine::Pdflatex,
             halt_on_error: false,
             draft: false,
+            wordcount: false,
             timeout_seconds: 1,
             max_pdf_bytes: 1,
             max_log_bytes: 1,

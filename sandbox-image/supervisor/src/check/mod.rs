@@ -92,6 +92,7 @@ fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
         engine: Engine::default(),
         halt_on_error: false,
         draft: false,
+        wordcount: false,
         timeout_seconds: COMPILE_SIDE_TIMEOUT,
         max_pdf_bytes: 1 << 20,
         max_log_bytes: 1 << 20,

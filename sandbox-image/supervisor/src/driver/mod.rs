@@ -27,6 +27,7 @@ mod reruns;
 mod state;
 mod steps;
 mod tex_live;
+mod word_count;
 
 use crate::confine;
 use crate::handover;
@@ -63,6 +64,10 @@ extern "C" fn on_alarm(_signal: nix::libc::c_int) {
 /// The driver's exit status when an engine pass or the step after the last one failed: the
 /// verdict under `halt_on_error` rests on it, not on the log, which the document can rewrite.
 const ENGINE_FAILED: i32 = 1;
+
+/// What a step that only adds to the compile (the word count) leaves of the timeout, for the
+/// handover and the supervisor's taking of the outputs.
+const MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn run() -> io::Result<()> {
     // The compile runs as our user: without this, it could write into our memory through
@@ -177,6 +182,14 @@ pub fn run() -> io::Result<()> {
             false => "texfleet: nothing handed on to the next compile: keeping the preamble as a format ran out of time".into(),
         });
     }
+    let word_count = match spec.wordcount {
+        true => word_count::count(
+            &mut steps,
+            main_name,
+            started + timeout.saturating_sub(MARGIN),
+        ),
+        false => None,
+    };
     let sources_here: Vec<PathBuf> = spec
         .files
         .iter()
@@ -192,6 +205,7 @@ pub fn run() -> io::Result<()> {
         dump: dumped.dump,
         format_refused: format.blamed,
         restarted,
+        word_count,
     }
     .bounded();
     let dumped_format = match driver_state.dump {

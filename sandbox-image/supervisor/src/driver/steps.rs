@@ -144,6 +144,11 @@ impl Steps {
             .collect()
     }
 
+    /// What the last program run printed, at most `max` bytes of it.
+    pub fn last_output(&self, max: u64) -> Vec<u8> {
+        read_bounded(Path::new(TOOL_OUTPUT), max)
+    }
+
     /// Records that a step was not taken, and why.
     pub fn skip(&mut self, why: String) {
         if !self.trace.contains(&format!("texfleet: skipped {why}")) {
@@ -155,7 +160,8 @@ impl Steps {
     /// commands it refused, then those it ran, each list cut with a count of the rest. The
     /// record is emptied for the next pass.
     pub fn note_shell_escapes(&mut self) {
-        let record = read_bounded(Path::new(shell_escape::RECORD_FILE));
+        let record = read_bounded(Path::new(shell_escape::RECORD_FILE), MAX_RECORD_BYTES);
+        let record = String::from_utf8_lossy(&record);
         let _ = std::fs::remove_file(shell_escape::RECORD_FILE);
         if record.len() as u64 >= MAX_RECORD_BYTES {
             self.trace.push(format!(
@@ -212,7 +218,7 @@ pub fn signature_of(text: &str) -> u64 {
 
 /// The start of a file the compile may have written, read without following a link or
 /// blocking on a FIFO; empty when there is none.
-fn read_bounded(path: &Path) -> String {
+fn read_bounded(path: &Path, max: u64) -> Vec<u8> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut bytes = Vec::new();
@@ -221,7 +227,7 @@ fn read_bounded(path: &Path) -> String {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path);
     if let Ok(file) = opened {
-        let _ = file.take(MAX_RECORD_BYTES).read_to_end(&mut bytes);
+        let _ = file.take(max).read_to_end(&mut bytes);
     }
-    String::from_utf8_lossy(&bytes).into_owned()
+    bytes
 }

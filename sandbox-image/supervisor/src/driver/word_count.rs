@@ -1,0 +1,84 @@
+//! The word count a job can ask for (`"wordcount": true`): TeX Live's texcount on the main
+//! document and the files it includes, after the compile, confined as the engine is (it reads
+//! the job's files and TeX Live's, writes nothing of the driver's, starts nothing), with a few
+//! seconds of its own. What it prints is the document's to shape (a `%TC:` comment changes
+//! texcount's output), so only a first line of exactly the template's seven numbers counts.
+
+use super::steps::Steps;
+use crate::confine;
+use crate::process::Program;
+use nix::sys::resource::Resource;
+use std::time::{Duration, Instant};
+use texfleet_sandbox::WordCount;
+
+const PERL: &str = "/usr/bin/perl";
+/// texcount, where Debian's texlive-extra-utils puts it: not every year's image has it.
+const TEXCOUNT: &str = "/usr/bin/texcount";
+/// The numbers of [`WordCount`], in its order.
+const TEMPLATE: &str = "-template={1} {2} {3} {4} {5} {6} {7}\\n";
+/// texcount reads a thesis in well under a second.
+const TIME: Duration = Duration::from_secs(5);
+/// The most of texcount's output read: one line of numbers.
+const MAX_OUTPUT: u64 = 4096;
+
+/// Counts the words of `main` (in the current folder), ending by `deadline` at the latest.
+pub fn count(steps: &mut Steps, main: &str, deadline: Instant) -> Option<WordCount> {
+    if std::fs::metadata(TEXCOUNT).is_err() {
+        steps.skip("the word count: this TeX Live's image has no texcount".into());
+        return None;
+    }
+    let args = [TEXCOUNT, "-merge", "-utf8", "-q", TEMPLATE, main];
+    let program = Program::new(PERL, &args, &steps.environment)
+        .starting_only(&[])
+        .writing_only(confine::ENGINE_WRITABLE);
+    let until = deadline.min(Instant::now() + TIME);
+    let earlier = steps
+        .until
+        .replace(steps.until.map_or(until, |u| u.min(until)));
+    let exit = steps.run_limited(&program, &[(Resource::RLIMIT_CPU, TIME.as_secs())]);
+    steps.until = earlier;
+    let counted = exit
+        .filter(|exit| exit.success())
+        .and_then(|_| parse(&steps.last_output(MAX_OUTPUT)));
+    if counted.is_none() {
+        steps
+            .trace
+            .push("texfleet: texcount gave no word count".into());
+    }
+    counted
+}
+
+/// The seven numbers of [`TEMPLATE`] on the first line, and nothing else on it.
+fn parse(output: &[u8]) -> Option<WordCount> {
+    let line = std::str::from_utf8(output).ok()?.lines().next()?;
+    let numbers: Vec<u32> = line
+        .split_ascii_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    numbers.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_first_line_of_seven_numbers_is_a_count() {
+        let count = parse(b"15 1 3 1 1 1 2\n").unwrap();
+        assert_eq!(count, [15, 1, 3, 1, 1, 1, 2]);
+        assert_eq!(parse(b"15 1 3 1 1 1 2\nmore\n"), Some(count));
+        for forged in [
+            &b"15 1 3 1 1 1\n"[..],
+            b"15 1 3 1 1 1 2 8\n",
+            b"15 1 3 1 1 1 -2\n",
+            b"15 1 3 1 1 1 99999999999\n",
+            b"words: 15 1 3 1 1 1 2\n",
+            b"\n15 1 3 1 1 1 2\n",
+            b"",
+            b"\xff",
+        ] {
+            assert_eq!(parse(forged), None, "{forged:?}");
+        }
+    }
+}
