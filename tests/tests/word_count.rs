@@ -75,3 +75,24 @@ async fn the_cli_prints_the_count() {
         "{printed}"
     );
 }
+
+/// What a document's Perl would do if texcount ran it: mark the log, forge the PDF.
+const PLANT: &str = "open(my $log, '>>', 'output.log'); print $log \"RAN-BY-TEXCOUNT\\n\";\n\
+    open(my $pdf, '>', 'output.pdf'); print $pdf \"%PDF-1.4 forged\\n\";\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_that_texcount_would_open_as_a_command_runs_nothing() {
+    let app = TestApp::spawn().await;
+    let job = app
+        .compile(json!({
+            "input_latex": "\\documentclass{article}\n%TC:insert \\input{/usr/bin/perl x.pl|}\n\
+                \\begin{document}Hello world.\\end{document}\n",
+            "files": [{ "path": "x.pl", "content": PLANT }],
+            "wordcount": true,
+        }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    let log = app.log(job.id()).await;
+    assert!(!log.contains("RAN-BY-TEXCOUNT"), "{log}");
+    assert!(app.text_of(job.id()).await.contains("Hello world"));
+}

@@ -94,11 +94,20 @@ pub fn prefer_for_oom_kill() -> io::Result<()> {
 /// kernels): `texfleet sandbox check` reports what is enforced, and the scheduler refuses to
 /// start where it is required and missing.
 pub fn restrict_files(writable: &[&str]) -> io::Result<RestrictionStatus> {
+    restrict(&[], writable)
+}
+
+/// [`restrict_files`] with `readable` besides [`READABLE`], and nothing writable.
+pub fn restrict_to_reading(readable: &[&str]) -> io::Result<RestrictionStatus> {
+    restrict(readable, &[])
+}
+
+fn restrict(readable: &[&str], writable: &[&str]) -> io::Result<RestrictionStatus> {
     let all = AccessFs::from_all(LANDLOCK_ABI);
     let read = AccessFs::from_read(LANDLOCK_ABI);
     let mut rules = Vec::new();
     let file_rights = AccessFs::from_file(LANDLOCK_ABI);
-    for (paths, access) in [(READABLE, read), (writable, all)] {
+    for (paths, access) in [(READABLE, read), (readable, read), (writable, all)] {
         for path in paths {
             // A path missing from this image has nothing to allow; a file takes only the
             // rights a file can have (asking more would leave the ruleset partly enforced).

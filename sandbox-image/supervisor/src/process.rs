@@ -41,6 +41,8 @@ pub struct Program {
     /// The only hierarchies it may write, and of the job's tmpfs mounts read (see
     /// [`confine::restrict_files`]); None leaves it what its parent may.
     pub may_write: Option<&'static [&'static str]>,
+    /// `may_write` is only read, never written ([`confine::restrict_to_reading`]).
+    pub reads_only: bool,
     /// Whether the restricted shell's record is open for it at [`shell_escape::RECORD_FD`].
     pub records_shell_escapes: bool,
 }
@@ -57,6 +59,7 @@ impl Program {
             environment: environment.to_vec(),
             may_start: None,
             may_write: None,
+            reads_only: false,
             records_shell_escapes: false,
         }
     }
@@ -70,6 +73,13 @@ impl Program {
     /// Lets the program write only `writable`, and read of the job's tmpfs mounts only that.
     pub fn writing_only(mut self, writable: &'static [&'static str]) -> Program {
         self.may_write = Some(writable);
+        self
+    }
+
+    /// Lets the program write nothing, and read of the job's tmpfs mounts only `readable`.
+    pub fn reading_only(mut self, readable: &'static [&'static str]) -> Program {
+        self.may_write = Some(readable);
+        self.reads_only = true;
         self
     }
 
@@ -209,8 +219,10 @@ fn start(program: &Program, output: Option<&File>, limits: &[(Resource, u64)]) -
                 .open(shell_escape::RECORD_FILE)?;
             dup2(record.as_raw_fd(), shell_escape::RECORD_FD).map_err(io::Error::other)?;
         }
-        if let Some(writable) = program.may_write {
-            confine::restrict_files(writable)?;
+        match program.may_write {
+            Some(readable) if program.reads_only => _ = confine::restrict_to_reading(readable)?,
+            Some(writable) => _ = confine::restrict_files(writable)?,
+            None => {}
         }
         match &program.may_start {
             Some(others) => texfleet_sandbox::execution::restrict_execution(&program.path, others),

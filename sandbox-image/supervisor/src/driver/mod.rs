@@ -182,6 +182,18 @@ pub fn run() -> io::Result<()> {
             false => "texfleet: nothing handed on to the next compile: keeping the preamble as a format ran out of time".into(),
         });
     }
+    let sources_here: Vec<PathBuf> = spec
+        .files
+        .iter()
+        .filter_map(|file| Path::new(&file.path).strip_prefix(main_folder).ok())
+        .map(Path::to_path_buf)
+        .collect();
+    // Only a compile that ended well hands its files on: the next starts from nothing. They
+    // are read before the word count, which could not change them anyway.
+    let next = match hand_on {
+        true => state::next(&steps, &folder, &sources_here),
+        false => Default::default(),
+    };
     let word_count = match spec.wordcount {
         true => word_count::count(
             &mut steps,
@@ -190,18 +202,8 @@ pub fn run() -> io::Result<()> {
         ),
         false => None,
     };
-    let sources_here: Vec<PathBuf> = spec
-        .files
-        .iter()
-        .filter_map(|file| Path::new(&file.path).strip_prefix(main_folder).ok())
-        .map(Path::to_path_buf)
-        .collect();
     let driver_state = DriverState {
-        // Only a compile that ended well hands its files on: the next starts from nothing.
-        next: match hand_on {
-            true => state::next(&steps, &folder, &sources_here),
-            false => Default::default(),
-        },
+        next,
         dump: dumped.dump,
         format_refused: format.blamed,
         restarted,

@@ -1,15 +1,17 @@
 //! The word count a job can ask for (`"wordcount": true`): TeX Live's texcount on the main
-//! document and the files it includes, after the compile, confined as the engine is (it reads
-//! the job's files and TeX Live's, writes nothing of the driver's, starts nothing), with a few
-//! seconds of its own. What it prints is the document's to shape (a `%TC:` comment changes
-//! texcount's output), so only a first line of exactly the template's seven numbers counts.
+//! document and the files it includes, after the compile and after the files for the next
+//! compile are chosen. texcount opens the files a document names with Perl's two-argument
+//! `open`, which runs a name ending in `|` as a command (`%TC:insert \input{cmd|}`, a line TeX
+//! ignores): so it may start no process at all (`RLIMIT_NPROC` of 1, below the driver and
+//! itself), read only the job's files and TeX Live's, write nothing, and runs only where
+//! Landlock holds all of that. What it prints is the document's to shape (a `%TC:` comment
+//! changes texcount's output), so only a first line of exactly seven numbers counts.
 
 use super::steps::Steps;
-use crate::confine;
 use crate::process::Program;
 use nix::sys::resource::Resource;
 use std::time::{Duration, Instant};
-use texfleet_sandbox::WordCount;
+use texfleet_sandbox::{WordCount, WORK_DIR};
 
 const PERL: &str = "/usr/bin/perl";
 /// texcount, where Debian's texlive-extra-utils puts it: not every year's image has it.
@@ -23,6 +25,10 @@ const MAX_OUTPUT: u64 = 4096;
 
 /// Counts the words of `main` (in the current folder), ending by `deadline` at the latest.
 pub fn count(steps: &mut Steps, main: &str, deadline: Instant) -> Option<WordCount> {
+    if !steps.files_confined {
+        steps.skip("the word count: Landlock does not confine this sandbox".into());
+        return None;
+    }
     if std::fs::metadata(TEXCOUNT).is_err() {
         steps.skip("the word count: this TeX Live's image has no texcount".into());
         return None;
@@ -30,12 +36,16 @@ pub fn count(steps: &mut Steps, main: &str, deadline: Instant) -> Option<WordCou
     let args = [TEXCOUNT, "-merge", "-utf8", "-q", TEMPLATE, main];
     let program = Program::new(PERL, &args, &steps.environment)
         .starting_only(&[])
-        .writing_only(confine::ENGINE_WRITABLE);
+        .reading_only(&[WORK_DIR]);
     let until = deadline.min(Instant::now() + TIME);
     let earlier = steps
         .until
         .replace(steps.until.map_or(until, |u| u.min(until)));
-    let exit = steps.run_limited(&program, &[(Resource::RLIMIT_CPU, TIME.as_secs())]);
+    let limits = [
+        (Resource::RLIMIT_CPU, TIME.as_secs()),
+        (Resource::RLIMIT_NPROC, 1),
+    ];
+    let exit = steps.run_limited(&program, &limits);
     steps.until = earlier;
     let counted = exit
         .filter(|exit| exit.success())
