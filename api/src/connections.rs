@@ -17,9 +17,8 @@
 //! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
 //! many addresses and networks count as one. Of that client's connections an idle one goes
 //! first, then one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
-//! newcomer, which has had no time to send one), then one between requests (quiet for less
-//! than the grace), and one serving a request last; idle and serving ones the longest quiet
-//! first, newcomers the newest first (a party churning
+//! newcomer, which has had no time to send one), and one serving a request last; idle and
+//! serving ones the longest quiet first, newcomers the newest first (a party churning
 //! connections then closes its own, not a client whose request is on its way). Where networks or addresses tie, that choice is made among all their
 //! connections, never by address (when every /16 and /32 holds one, among all connections). Trusted proxies' connections carry everyone's requests: they are no client
 //! holding many, and go only when nothing else is open. One address holds at most

@@ -17,9 +17,9 @@ thread_local! {
 
 impl Open {
     /// The connection to close to make room: of the clients tied for holding the most (from
-    /// the widest networks down to the address, see [`super::standing`]), one quiet for
-    /// [`EVICTION_GRACE`] or more, the longest quiet; else a newcomer, the newest; else one
-    /// between requests, then one serving a request, the longest quiet. A tie is never broken by address: a client alone in its /24 beside many others
+    /// the widest networks down to the address, see [`super::standing`]), an idle connection,
+    /// the longest quiet; else a newcomer, the newest; else one serving a request, the longest
+    /// quiet. A tie is never broken by address: a client alone in its /24 beside many others
     /// alone in theirs would then be closed for its number. Trusted proxies' connections go
     /// only when nothing else is open.
     pub(super) fn to_close(&self) -> Option<u64> {
@@ -27,25 +27,20 @@ impl Open {
         let Some(offer) = self.standings.heaviest_offer() else {
             return self.first_to_give_way(self.proxies.iter().copied(), now);
         };
-        let rested = |since: Instant| now.saturating_duration_since(since) >= EVICTION_GRACE;
         let quiet_since = |id: u64| self.by_id.get(&id).map(|c| c.accepted);
         let never_served = offer
             .oldest_unserved
             .and_then(|id| Some((quiet_since(id)?, id)))
-            .filter(|(accepted, _)| rested(*accepted));
-        let between_requests = offer.longest_idle;
-        let idle = [
-            never_served,
-            between_requests.filter(|(since, _)| rested(*since)),
-        ];
-        if let Some((_, id)) = idle.into_iter().flatten().min() {
+            .filter(|(accepted, _)| now.saturating_duration_since(*accepted) >= EVICTION_GRACE);
+        let idle = [never_served, offer.longest_idle]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some((_, id)) = idle {
             return Some(id);
         }
         if let Some(newest) = offer.newest_unserved {
             return Some(newest);
-        }
-        if let Some((_, id)) = between_requests {
-            return Some(id);
         }
         let serving = self.standings.heaviest_serving(SERVING_COMPARED);
         self.first_to_give_way(serving.into_iter(), now)
@@ -62,20 +57,14 @@ impl Open {
 
 /// Which of a trusted proxy's connections, or of connections serving requests, goes first: one
 /// serving a request last, so that no work is cut while a silent connection could go instead;
-/// before it, one between requests (served, quiet for less than [`EVICTION_GRACE`]), so that a
-/// client asking again and again keeps its connection; before it, one just accepted that has
-/// not had time to send its request (a newcomer); first, one quiet for longer. Newcomers, the
-/// newest first: a party that opens and drops connections faster than a client sends its
-/// request's head then closes its own, not the client's; the others, the longest quiet first.
-pub(super) fn order(activity: &Activity, now: Instant) -> (u8, i128) {
+/// before it, one just accepted that has not had time to send its request (a newcomer); first,
+/// an idle one. Idle and serving ones, the longest quiet first; newcomers, the newest first: a
+/// party that opens and drops connections faster than a client sends its request's head then
+/// closes its own, not the client's.
+pub(super) fn order(activity: &Activity, now: Instant) -> (bool, bool, i128) {
     let serving = activity.in_flight.load(Ordering::Acquire) > 0;
     let quiet = activity.quiet_at(now);
-    let class = match () {
-        _ if serving => 3,
-        _ if activity.is_newcomer_at(quiet) => 1,
-        _ if quiet < EVICTION_GRACE => 2,
-        _ => 0,
-    };
+    let newcomer = activity.is_newcomer_at(quiet);
     let quiet = quiet.as_nanos() as i128;
-    (class, if class == 1 { quiet } else { -quiet })
+    (serving, newcomer, if newcomer { quiet } else { -quiet })
 }

@@ -342,24 +342,3 @@ async fn of_tied_clients_that_all_serve_requests_a_bounded_few_are_compared() {
         eviction::COMPARED.get()
     );
 }
-
-#[tokio::test(start_paused = true)]
-async fn a_client_between_requests_keeps_its_connection_while_newcomers_churn() {
-    let sixteen = |n: u8| IpAddr::V4(std::net::Ipv4Addr::new(10 + n, 0, 0, 1));
-    let connections = Connections::new(limits(3, 0));
-    let asking = connections.admit(A);
-    drop(asking.activity.begin());
-    tokio::time::advance(Duration::from_millis(200)).await;
-    let newcomer = connections.admit(sixteen(1));
-    tokio::time::advance(Duration::from_millis(10)).await;
-    let newer = connections.admit(sixteen(2));
-    // Four /16s of one connection each: the newest newcomer gives way, not the client that
-    // asked 200 ms ago, nor an older newcomer.
-    let _arriving = connections.admit(sixteen(3));
-    assert!(newer.activity.evicted.is_cancelled());
-    assert!(!asking.activity.evicted.is_cancelled() && !newcomer.activity.evicted.is_cancelled());
-    // Once it has been quiet for the grace, it goes first.
-    tokio::time::advance(EVICTION_GRACE).await;
-    let _arriving = connections.admit(sixteen(4));
-    assert!(asking.activity.evicted.is_cancelled());
-}
