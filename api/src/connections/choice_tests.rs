@@ -2,7 +2,7 @@
 //! clients tied for holding the most would pick, whatever connections came, went, and began
 //! and ended requests before.
 
-use super::open::{network, NETWORKS};
+use super::standing::{network, NETWORKS};
 use super::*;
 use proptest::prelude::*;
 

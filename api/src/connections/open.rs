@@ -8,11 +8,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::time::Instant;
 
-/// The networks a client is found by, widest first, as (IPv4, IPv6) prefix lengths. IPv6's
-/// widest is a /32, an ISP's allocation: /48s are cheap enough that one party can hold
-/// thousands, and would otherwise count as thousands of clients.
-pub(super) const NETWORKS: [(u8, u8); 3] = [(16, 32), (16, 48), (24, 56)];
-
 pub(super) struct Connection {
     pub address: IpAddr,
     pub activity: Arc<Activity>,
@@ -94,9 +89,4 @@ impl Open {
     pub(super) fn held_by(&self, address: IpAddr) -> usize {
         self.standings.held_by(address)
     }
-}
-
-/// The network of `address` with `prefixes`' length for its family.
-pub(super) fn network(address: IpAddr, (v4, v6): (u8, u8)) -> IpAddr {
-    texfleet_core::network::of(address, v4, v6)
 }

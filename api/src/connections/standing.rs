@@ -13,10 +13,14 @@
 //! greatest, what its connections offer to be closed ([`Offer`]); the root's offer is then the
 //! offer of every connection of every client tied for holding the most.
 
-use super::open::{network, NETWORKS};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use tokio::time::Instant;
+
+/// The networks a client is found by, widest first, as (IPv4, IPv6) prefix lengths. IPv6's
+/// widest is a /32, an ISP's allocation: /48s are cheap enough that one party can hold
+/// thousands, and would otherwise count as thousands of clients.
+pub(super) const NETWORKS: [(u8, u8); 3] = [(16, 32), (16, 48), (24, 56)];
 
 /// The levels of the tree below its root: the networks of [`NETWORKS`], then addresses.
 const DEPTH: usize = NETWORKS.len() + 1;
@@ -276,4 +280,9 @@ fn path(address: IpAddr) -> [IpAddr; DEPTH] {
         Some(&prefixes) => network(address, prefixes),
         None => address,
     })
+}
+
+/// The network of `address` with `prefixes`' length for its family.
+pub(super) fn network(address: IpAddr, (v4, v6): (u8, u8)) -> IpAddr {
+    texfleet_core::network::of(address, v4, v6)
 }
