@@ -12,14 +12,15 @@
 //! sizes, the nonce and every value of the report.
 
 pub mod execution;
+mod driver_state;
 mod handed_on;
 mod preamble_rules;
 pub mod shell_escape;
 
+pub use driver_state::{CompileState, DriverState, Dump, WordCount};
 pub use handed_on::{is_handed_on, is_plain_relative};
 pub use preamble_rules::{preamble_end, why_not_keyable, BEGIN_DOCUMENT, STATE_A_FORMAT_DROPS};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};
 
 pub const REPORT_FILE: &str = "report.json";
@@ -36,12 +37,6 @@ pub const MAX_FORMAT_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_STATE_BYTES: u64 = 8 * 1024 * 1024;
 /// The most auxiliary files a compile hands on ([`CompileState::bounded`]).
 pub const MAX_STATE_FILES: usize = 200;
-/// The most tool signatures a compile hands on, and the longest tool run each names.
-const MAX_TOOL_SIGNATURES: usize = 64;
-const MAX_TOOL_KEY_BYTES: usize = 1024;
-/// The most files a dumped format may say it read, and the longest reason for a refused dump.
-const MAX_FORMAT_READS: usize = 1000;
-const MAX_REFUSAL_CHARS: usize = 300;
 /// The job name of every engine run, so that outputs are `output.pdf`, `output.log`, ...
 pub const JOB_NAME: &str = "output";
 /// The work directory: the job's tmpfs.
@@ -145,95 +140,6 @@ pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(Jo
         }
     }
     Ok((spec, format))
-}
-
-/// The auxiliary files (`.aux`, `.bbl`, `.toc`, ...) of a compile, at paths relative to the
-/// main document's folder, and the input signature each tool last ran on, so that the next
-/// compile of the same document starts where this one ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CompileState {
-    pub files: Vec<FileSpec>,
-    pub tools: BTreeMap<String, u64>,
-}
-
-impl CompileState {
-    /// What either side keeps of a state that the compile's user wrote: at most
-    /// [`MAX_STATE_FILES`] files, each of a kind handed on ([`is_handed_on`]), and a bounded
-    /// number of tool signatures, each for a run named in a bounded length.
-    pub fn bounded(mut self) -> CompileState {
-        self.files
-            .retain(|file| is_handed_on(std::path::Path::new(&file.path)));
-        self.files.truncate(MAX_STATE_FILES);
-        self.tools
-            .retain(|tool, _| tool.len() <= MAX_TOOL_KEY_BYTES);
-        self.tools = self.tools.into_iter().take(MAX_TOOL_SIGNATURES).collect();
-        self
-    }
-}
-
-/// What the compile driver leaves in [`DRIVER_STATE_FILE`]. Written by the compile's user: the
-/// scheduler bounds it and keeps it for the same project's same document only.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DriverState {
-    pub next: CompileState,
-    pub dump: Option<Dump>,
-    /// A format was given and the engine could not load it; the compile ran without it.
-    #[serde(default)]
-    pub format_refused: bool,
-    /// The compile from the last compile's auxiliary files failed and ran again from nothing.
-    #[serde(default)]
-    pub restarted: bool,
-    /// texcount's count of the sources, when the spec asked for one and texcount gave it.
-    #[serde(default)]
-    pub word_count: Option<WordCount>,
-}
-
-/// What texcount counts of a document, its template's seven numbers in its order: words in the
-/// text, in headings and elsewhere (captions), headings, floats, inline and displayed formulas.
-pub type WordCount = [u32; 7];
-
-impl DriverState {
-    /// [`CompileState::bounded`], a dump that read more files than are kept in its key
-    /// refused (a format keyed by some of its inputs could be stale), as is one that names a
-    /// file twice (the driver never does; the scheduler hashes each name it gets), and a
-    /// refusal's reason shortened: the scheduler logs and looks up what the compile's user
-    /// wrote.
-    pub fn bounded(mut self) -> DriverState {
-        self.next = self.next.bounded();
-        match &mut self.dump {
-            Some(Dump::Built { reads }) if reads.len() > MAX_FORMAT_READS => {
-                self.dump = Some(Dump::Refused {
-                    why: format!("the preamble read more than {MAX_FORMAT_READS} files"),
-                });
-            }
-            Some(Dump::Built { reads })
-                if reads.iter().collect::<std::collections::HashSet<_>>().len() < reads.len() =>
-            {
-                self.dump = Some(Dump::Refused {
-                    why: "the dump names a file it read twice".into(),
-                });
-            }
-            Some(Dump::Built { .. }) => {}
-            Some(Dump::Refused { why }) => {
-                if let Some((cut, _)) = why.char_indices().nth(MAX_REFUSAL_CHARS) {
-                    why.truncate(cut);
-                }
-            }
-            None => {}
-        }
-        self
-    }
-}
-
-/// What came of [`Preamble::Dump`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "result")]
-pub enum Dump {
-    /// [`FORMAT_FILE`] holds the preamble; it read these files of the job (paths relative to
-    /// the work directory) and nothing else outside TeX's own trees.
-    Built { reads: Vec<String> },
-    /// The preamble cannot be kept as a format, and why.
-    Refused { why: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -342,65 +248,4 @@ mod tests {
         assert!(read_job(&mut &input[..input.len() - 1], 1 << 20).is_err());
     }
 
-    #[test]
-    fn a_state_is_bounded_in_files_paths_tools_and_words() {
-        let file = |path: &str| FileSpec {
-            path: path.into(),
-            content_base64: String::new(),
-        };
-        let mut files: Vec<FileSpec> = [
-            "/etc/passwd",
-            "../up.aux",
-            "./x.aux",
-            "",
-            "article.cls",
-            "a/b.aux",
-        ]
-        .map(file)
-        .into();
-        files.extend((0..MAX_STATE_FILES + 5).map(|n| file(&format!("f{n}.aux"))));
-        let mut tools: BTreeMap<String, u64> = (0..MAX_TOOL_SIGNATURES + 5)
-            .map(|n| (format!("bibtex {n}"), 1))
-            .collect();
-        tools.insert("a".repeat(MAX_TOOL_KEY_BYTES + 1), 1);
-        let state = DriverState {
-            next: CompileState { files, tools },
-            dump: Some(Dump::Refused {
-                why: "é".repeat(MAX_REFUSAL_CHARS * 10),
-            }),
-            ..DriverState::default()
-        }
-        .bounded();
-        assert_eq!(state.next.files.len(), MAX_STATE_FILES);
-        assert_eq!(state.next.files[0].path, "a/b.aux");
-        assert!(state
-            .next
-            .files
-            .iter()
-            .all(|file| !["../up.aux", "article.cls"].contains(&file.path.as_str())));
-        assert_eq!(state.next.tools.len(), MAX_TOOL_SIGNATURES);
-        assert!(state
-            .next
-            .tools
-            .keys()
-            .all(|tool| tool.len() <= MAX_TOOL_KEY_BYTES));
-        let Some(Dump::Refused { why }) = state.dump else {
-            panic!("the refusal went");
-        };
-        assert_eq!(why.chars().count(), MAX_REFUSAL_CHARS);
-
-        let dumped = |reads: Vec<String>| {
-            let state = DriverState {
-                dump: Some(Dump::Built { reads }),
-                ..DriverState::default()
-            };
-            state.bounded().dump
-        };
-        let many: Vec<String> = (0..=MAX_FORMAT_READS).map(|n| format!("{n}.sty")).collect();
-        assert!(matches!(dumped(many), Some(Dump::Refused { .. })));
-        let twice = vec!["big.sty".to_string(), "big.sty".to_string()];
-        assert!(matches!(dumped(twice), Some(Dump::Refused { .. })));
-        let once = vec!["big.sty".to_string(), "other.sty".to_string()];
-        assert!(matches!(dumped(once), Some(Dump::Built { .. })));
-    }
 }
