@@ -15,20 +15,22 @@
 //! connections gives way before one with few (as nginx reuses its keep-alive connections, and
 //! per address). The client is found from the top: the IPv4 /16 or IPv6 /32 holding the most,
 //! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
-//! many addresses and networks count as one. Of that client's connections an idle one goes
-//! first, then one accepted less than [`EVICTION_GRACE`] ago that has sent no request (a
-//! newcomer, which has had no time to send one), and one serving a request last; idle and
-//! serving ones the longest quiet first, newcomers the newest first (a party churning
-//! connections then closes its own, not a client whose request is on its way). Where networks or addresses tie, that choice is made among all their
-//! connections, never by address (when every /16 and /32 holds one, among all connections). Trusted proxies' connections carry everyone's requests: they are no client
-//! holding many, and go only when nothing else is open. One address holds at most
-//! `max_per_address` connections, except a trusted proxy.
+//! many addresses and networks count as one. Of the connections of the clients tied for that,
+//! [`open::Open::to_close`] closes an idle one first and one serving a request last; between
+//! them, a newcomer (accepted less than [`EVICTION_GRACE`] ago, nothing heard from it) goes
+//! before a connection between two requests of its client, and that before one whose request
+//! is arriving, so that a party churning connections closes its own, not a client's whose
+//! request is on its way or who is about to send its next. A tie is never broken by address.
+//! Trusted proxies' connections carry everyone's requests: they are no client holding many,
+//! and go only when nothing else is open. One address holds at most `max_per_address`
+//! connections, except a trusted proxy.
 
 use crate::client_address::{counted_as, TrustedProxies};
 use crate::metrics;
 use open::Open;
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -65,6 +67,8 @@ pub struct Activity {
     connections: Weak<Connections>,
     in_flight: AtomicUsize,
     served: AtomicBool,
+    /// Bytes have been read from the connection.
+    heard: AtomicBool,
     last_progress: Mutex<Instant>,
     /// The last frame taken of each answer being sent (the head is out, the body is not done),
     /// by request.
@@ -128,8 +132,9 @@ impl Connections {
 
     /// A place for a connection from `peer` ([`Connections::refuses`] comes first); when the
     /// API is full, another connection is closed to make room (see the module's
-    /// documentation).
-    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Slot {
+    /// documentation). `socket`, a second descriptor of the connection's socket, is looked at
+    /// for a request waiting unread while it has sent none.
+    pub fn admit(self: &Arc<Self>, peer: IpAddr, socket: Option<OwnedFd>) -> Slot {
         let mut open = self.open.lock().expect("not poisoned");
         // Room is made before the connection is counted, so that it never closes itself.
         if open.by_id.len() >= self.limits.max_connections.max(1) {
@@ -138,12 +143,14 @@ impl Connections {
                 closed.evicted.cancel();
             }
         }
-        let (id, activity) = open.insert(counted_as(peer), self.is_trusted_proxy(peer), |id| {
+        let proxy = self.is_trusted_proxy(peer);
+        let (id, activity) = open.insert(counted_as(peer), proxy, socket, |id| {
             Arc::new(Activity {
                 id,
                 connections: Arc::downgrade(self),
                 in_flight: AtomicUsize::new(0),
                 served: AtomicBool::new(false),
+                heard: AtomicBool::new(false),
                 last_progress: Mutex::new(Instant::now()),
                 answers: Mutex::new(HashMap::new()),
                 next_request: AtomicU64::new(0),
@@ -266,6 +273,15 @@ impl Activity {
         *self.last_progress.lock().expect("not poisoned") = Instant::now();
     }
 
+    /// Bytes were read from the connection: a request is arriving, however slowly.
+    pub fn hear(&self) {
+        self.heard.store(true, Ordering::Release);
+    }
+
+    fn heard(&self) -> bool {
+        self.heard.load(Ordering::Acquire)
+    }
+
     /// Accepted less than [`EVICTION_GRACE`] ago and no request yet: it has not had time to
     /// send one.
     fn is_newcomer_at(&self, quiet: Duration) -> bool {
@@ -345,6 +361,8 @@ impl Drop for InFlight {
     }
 }
 
+#[cfg(test)]
+mod arrival_tests;
 #[cfg(test)]
 mod choice_tests;
 #[cfg(test)]

@@ -257,14 +257,17 @@ pub struct Paced<S> {
     inner: S,
     meter: Meter,
     waiting: Option<Pin<Box<Sleep>>>,
+    /// Called once, when the first bytes are read.
+    first_bytes: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<S> Paced<S> {
-    pub fn new(inner: S, meter: Meter) -> Paced<S> {
+    pub fn new(inner: S, meter: Meter, first_bytes: impl FnOnce() + Send + 'static) -> Paced<S> {
         Paced {
             inner,
             meter,
             waiting: None,
+            first_bytes: Some(Box::new(first_bytes)),
         }
     }
 }
@@ -300,6 +303,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
             buf.filled().len() - before
         };
         self.meter.read(read);
+        if read > 0 {
+            if let Some(first_bytes) = self.first_bytes.take() {
+                first_bytes();
+            }
+        }
         Poll::Ready(Ok(()))
     }
 }

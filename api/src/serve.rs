@@ -110,7 +110,8 @@ pub async fn serve(
             metrics::CONNECTIONS_REFUSED.inc();
             continue;
         }
-        let slot = connections.admit(peer.ip());
+        let socket = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok();
+        let slot = connections.admit(peer.ip(), socket);
         let meter = pacing.meter(peer.ip(), connections.is_trusted_proxy(peer.ip()));
         let connection = serve_connection(&builder, stream, slot, meter, router.clone(), &graceful);
         tokio::spawn(connection);
@@ -135,7 +136,8 @@ fn serve_connection(
 ) -> impl Future<Output = ()> + Send + 'static {
     let peer = stream.peer_addr().map(|address| address.ip()).ok();
     let activity = slot.activity.clone();
-    let reads = meter.clone();
+    let heard = slot.activity.clone();
+    let stream = Paced::new(stream, meter.clone(), move || heard.hear());
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let mut in_flight = activity.begin();
         if let Some(peer) = peer {
@@ -172,7 +174,7 @@ fn serve_connection(
     });
     let connection = graceful.watch(
         builder
-            .serve_connection_with_upgrades(TokioIo::new(Paced::new(stream, reads)), service)
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned(),
     );
     async move {
@@ -301,7 +303,7 @@ mod tests {
             idle_timeout: Duration::from_secs(30),
             trusted_proxies: TrustedProxies::parse("10.0.0.0/8", "x-forwarded-for").unwrap(),
         });
-        let slot = connections.admit(std::net::Ipv4Addr::LOCALHOST.into());
+        let slot = connections.admit(std::net::Ipv4Addr::LOCALHOST.into(), None);
         let budget = SendingBudget::new(1024 * 1024);
         let mut answer = Answering {
             body: Body::from(vec![7u8; 40_000]),

@@ -2,7 +2,8 @@
 //! clients tied for holding the most would pick, whatever connections came, went, and began
 //! and ended requests before.
 
-use super::standing::{network, NETWORKS};
+use super::eviction::LOOKS;
+use super::standing::{network, State, NETWORKS};
 use super::*;
 use proptest::prelude::*;
 
@@ -13,6 +14,8 @@ enum Step {
     End(usize),
     Close(usize),
     Wait(u64),
+    /// Bytes arrive on a connection.
+    Hear(usize),
 }
 
 /// Addresses of two IPv4 /16s and one IPv6 /32, a few networks within each.
@@ -33,11 +36,12 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0..64usize).prop_map(Step::End),
         1 => (0..64usize).prop_map(Step::Close),
         2 => (1..1500u64).prop_map(Step::Wait),
+        1 => (0..64usize).prop_map(Step::Hear),
     ]
 }
 
 /// The walk: every connection's counts from the widest network to its address, the greatest
-/// of them, and of the connections with it the first by `order`.
+/// of them, and of the connections with it the first by the rule of [`Open::to_close`].
 fn walked(open: &Open, now: Instant) -> Option<u64> {
     let counts = |address: IpAddr| -> Vec<usize> {
         let mut counts: Vec<usize> = NETWORKS
@@ -53,10 +57,46 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
         counts
     };
     let heaviest = open.by_id.values().map(|c| counts(c.address)).max()?;
-    open.by_id
+    let tied: Vec<(u64, &open::Connection)> = open
+        .by_id
         .iter()
         .filter(|(_, c)| counts(c.address) == heaviest)
-        .map(|(id, c)| (eviction::order(&c.activity, now), *id))
+        .map(|(id, c)| (*id, c))
+        .collect();
+    let past_grace = |at: Instant| now.saturating_duration_since(at) >= EVICTION_GRACE;
+    let silent = |c: &open::Connection| c.state == Some(State::Unserved) && !c.activity.heard();
+    let idle_since = |c: &open::Connection| match c.state {
+        Some(State::Idle(since)) => Some(since),
+        _ => None,
+    };
+    let long_quiet = tied.iter().filter_map(|&(id, c)| match idle_since(c) {
+        Some(since) if past_grace(since) => Some((since, id)),
+        None if silent(c) && past_grace(c.accepted) => Some((c.accepted, id)),
+        _ => None,
+    });
+    if let Some((_, id)) = long_quiet.min() {
+        return Some(id);
+    }
+    let newest = tied.iter().filter(|(_, c)| silent(c)).max_by_key(|(id, _)| *id);
+    if let Some(&(id, newcomer)) = newest {
+        let own_idle = open
+            .by_id
+            .iter()
+            .filter(|(_, c)| c.address == newcomer.address)
+            .filter_map(|(id, c)| Some((idle_since(c)?, *id)))
+            .min();
+        return Some(own_idle.map_or(id, |(_, id)| id));
+    }
+    let idle = tied.iter().filter_map(|&(id, c)| Some((idle_since(c)?, id)));
+    if let Some((_, id)) = idle.min() {
+        return Some(id);
+    }
+    let arriving = |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving));
+    if let Some(&(id, _)) = tied.iter().filter(|(_, c)| arriving(c)).min_by_key(|(id, _)| *id) {
+        return Some(id);
+    }
+    tied.iter()
+        .map(|&(id, c)| (eviction::order(&c.activity, now), id))
         .min()
         .map(|(_, id)| id)
 }
@@ -82,21 +122,28 @@ proptest! {
             });
             let mut slots: Vec<Slot> = Vec::new();
             let mut requests: Vec<InFlight> = Vec::new();
+            let mut heard = 0;
             for step in steps {
                 match step {
-                    Step::Admit(n) => slots.push(connections.admit(address(n))),
+                    Step::Admit(n) => slots.push(connections.admit(address(n), None)),
                     Step::Begin(n) if !slots.is_empty() => {
                         requests.push(slots[n % slots.len()].activity.begin());
                     }
                     Step::End(n) if !requests.is_empty() => drop(requests.remove(n % requests.len())),
                     Step::Close(n) if !slots.is_empty() => drop(slots.remove(n % slots.len())),
                     Step::Wait(ms) => tokio::time::advance(Duration::from_millis(ms)).await,
+                    // Fewer than a choice looks at, so that every look is the walk's.
+                    Step::Hear(n) if !slots.is_empty() && heard < LOOKS => {
+                        slots[n % slots.len()].activity.hear();
+                        heard += 1;
+                    }
                     _ => {}
                 }
                 // Events a millisecond apart: two newcomers accepted at one instant would tie.
                 tokio::time::advance(Duration::from_millis(1)).await;
-                let open = connections.open.lock().unwrap();
-                assert_eq!(open.to_close(), walked(&open, Instant::now()));
+                let mut open = connections.open.lock().unwrap();
+                let walked = walked(&open, Instant::now());
+                assert_eq!(open.to_close(), walked);
             }
         });
     }

@@ -9,6 +9,11 @@ use tokio::time::Instant;
 /// are compared: the choice then costs no more than this however many tie.
 const SERVING_COMPARED: usize = 64;
 
+/// How many connections counted as silent one choice looks at to see whether they were heard
+/// from since: a connection is counted as arriving from its first look that finds bytes, so that
+/// the looks of every choice together cost at most one per connection and this many more.
+pub(super) const LOOKS: usize = 16;
+
 #[cfg(test)]
 thread_local! {
     /// How many connections' activities choices on this thread compared.
@@ -16,34 +21,60 @@ thread_local! {
 }
 
 impl Open {
-    /// The connection to close to make room: of the clients tied for holding the most (from
-    /// the widest networks down to the address, see [`super::standing`]), an idle connection,
-    /// the longest quiet; else a newcomer, the newest; else one serving a request, the longest
-    /// quiet. A tie is never broken by address: a client alone in its /24 beside many others
-    /// alone in theirs would then be closed for its number. Trusted proxies' connections go
-    /// only when nothing else is open.
-    pub(super) fn to_close(&self) -> Option<u64> {
+    /// The connection to close to make room, of the clients tied for holding the most (from
+    /// the widest networks down to the address, see [`super::standing`]):
+    /// 1. an idle one: served and quiet for [`EVICTION_GRACE`], or silent that long since its
+    ///    accept; the longest quiet;
+    /// 2. a newcomer, silent since an accept less than [`EVICTION_GRACE`] ago: the newest, or
+    ///    rather its client's idle connection if it has one (a client between requests keeps
+    ///    its connection while another party churns, but gives an idle one before a fresh one);
+    /// 3. one idle after a request for less than [`EVICTION_GRACE`], the longest quiet;
+    /// 4. one whose request is arriving (bytes of it read or waiting unread), the oldest;
+    /// 5. one serving a request, the longest quiet.
+    ///
+    /// Whether a connection counted as silent was heard from since is looked at when it is
+    /// about to be chosen, [`LOOKS`] at most per choice. A tie is never broken by address: a
+    /// client alone in its /24 beside many others alone in theirs would then be closed for its
+    /// number. Trusted proxies' connections go only when nothing else is open.
+    pub(super) fn to_close(&mut self) -> Option<u64> {
         let now = Instant::now();
-        let Some(offer) = self.standings.heaviest_offer() else {
-            return self.first_to_give_way(self.proxies.iter().copied(), now);
-        };
-        let quiet_since = |id: u64| self.by_id.get(&id).map(|c| c.accepted);
-        let never_served = offer
-            .oldest_unserved
-            .and_then(|id| Some((quiet_since(id)?, id)))
-            .filter(|(accepted, _)| now.saturating_duration_since(*accepted) >= EVICTION_GRACE);
-        let idle = [never_served, offer.longest_idle]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some((_, id)) = idle {
-            return Some(id);
+        let mut looks = 0;
+        loop {
+            let Some(offer) = self.standings.heaviest_offer() else {
+                return self.first_to_give_way(self.proxies.iter().copied(), now);
+            };
+            let mut look = |open: &mut Open, id: u64| {
+                looks += 1;
+                looks <= LOOKS && open.heard_since(id)
+            };
+            let accepted = |open: &Open, id: u64| open.by_id.get(&id).map(|c| (c.accepted, id));
+            let silent = offer
+                .oldest_unserved
+                .and_then(|id| accepted(self, id))
+                .filter(|(accepted, _)| now.saturating_duration_since(*accepted) >= EVICTION_GRACE);
+            let long_idle = offer
+                .longest_idle
+                .filter(|(since, _)| now.saturating_duration_since(*since) >= EVICTION_GRACE);
+            if let Some((_, id)) = [silent, long_idle].into_iter().flatten().min() {
+                if Some(id) == offer.oldest_unserved && look(self, id) {
+                    continue;
+                }
+                return Some(id);
+            }
+            if let Some(newest) = offer.newest_unserved {
+                if look(self, newest) {
+                    continue;
+                }
+                let address = self.by_id.get(&newest).map(|c| c.address);
+                let idle = address.and_then(|a| self.standings.longest_idle_of(a));
+                return Some(idle.unwrap_or(newest));
+            }
+            if let Some(id) = offer.longest_idle.map(|(_, id)| id).or(offer.oldest_arriving) {
+                return Some(id);
+            }
+            let serving = self.standings.heaviest_serving(SERVING_COMPARED);
+            return self.first_to_give_way(serving.into_iter(), now);
         }
-        if let Some(newest) = offer.newest_unserved {
-            return Some(newest);
-        }
-        let serving = self.standings.heaviest_serving(SERVING_COMPARED);
-        self.first_to_give_way(serving.into_iter(), now)
     }
 
     fn first_to_give_way(&self, ids: impl Iterator<Item = u64>, now: Instant) -> Option<u64> {

@@ -4,7 +4,9 @@
 use super::standing::{Standings, State};
 use super::Activity;
 use std::collections::{HashMap, HashSet};
+use std::mem::MaybeUninit;
 use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -14,6 +16,22 @@ pub(super) struct Connection {
     pub accepted: Instant,
     /// `None` for a trusted proxy's, which [`Standings`] leaves out.
     pub state: Option<State>,
+    /// A second descriptor of its socket until its first request, to see whether bytes of one
+    /// wait there unread: its task may not have run since the accept.
+    socket: Option<OwnedFd>,
+}
+
+impl Connection {
+    /// Whether bytes of a request have arrived, read or waiting to be.
+    fn heard(&self) -> bool {
+        let mut byte = [MaybeUninit::uninit()];
+        let waiting = |socket: &OwnedFd| {
+            socket2::SockRef::from(socket)
+                .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+                .is_ok_and(|read| read > 0)
+        };
+        self.activity.heard() || self.socket.as_ref().is_some_and(waiting)
+    }
 }
 
 #[derive(Default)]
@@ -32,6 +50,7 @@ impl Open {
         &mut self,
         address: IpAddr,
         proxy: bool,
+        socket: Option<OwnedFd>,
         activity: impl FnOnce(u64) -> Arc<Activity>,
     ) -> (u64, Arc<Activity>) {
         let id = self.next_id;
@@ -45,6 +64,7 @@ impl Open {
                 activity: activity.clone(),
                 accepted: Instant::now(),
                 state,
+                socket,
             },
         );
         match state {
@@ -82,8 +102,28 @@ impl Open {
             (_, false) => State::Idle(Instant::now()),
         };
         connection.state = Some(new);
+        connection.socket = None;
         self.standings
             .change(connection.address, id, Some(old), Some(new));
+    }
+
+    /// Whether connection `id`, counted as having sent nothing, was heard from since: it is
+    /// then counted as arriving.
+    pub(super) fn heard_since(&mut self, id: u64) -> bool {
+        let Some(connection) = self.by_id.get_mut(&id) else {
+            return false;
+        };
+        if connection.state != Some(State::Unserved) || !connection.heard() {
+            return false;
+        }
+        connection.state = Some(State::Arriving);
+        self.standings.change(
+            connection.address,
+            id,
+            Some(State::Unserved),
+            Some(State::Arriving),
+        );
+        true
     }
 
     pub(super) fn held_by(&self, address: IpAddr) -> usize {

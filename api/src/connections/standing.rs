@@ -31,20 +31,24 @@ pub(super) type Standing = [usize; DEPTH];
 /// What a connection is doing, as far as closing it to make room goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum State {
-    /// No request yet: quiet since its accept, which its id orders.
+    /// No request yet, and none of one seen at the last look: quiet since its accept, which
+    /// its id orders.
     Unserved,
+    /// No request yet, but bytes of one have arrived: on its way, since its accept.
+    Arriving,
     /// Served, no request in flight since the instant.
     Idle(Instant),
     Serving,
 }
 
 /// The connections of a set that each class would close first: the oldest and newest that
-/// never had a request, and the one idle longest after its last.
+/// never had a request, the one idle longest after its last, and the oldest arriving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Offer {
     pub oldest_unserved: Option<u64>,
     pub newest_unserved: Option<u64>,
     pub longest_idle: Option<(Instant, u64)>,
+    pub oldest_arriving: Option<u64>,
 }
 
 /// Children with one standing, ordered by what each offers.
@@ -54,6 +58,7 @@ struct Group {
     oldest_unserved: BTreeSet<(u64, IpAddr)>,
     newest_unserved: BTreeSet<(u64, IpAddr)>,
     longest_idle: BTreeSet<((Instant, u64), IpAddr)>,
+    oldest_arriving: BTreeSet<(u64, IpAddr)>,
 }
 
 impl Group {
@@ -62,6 +67,7 @@ impl Group {
             oldest_unserved: self.oldest_unserved.first().map(|(id, _)| *id),
             newest_unserved: self.newest_unserved.last().map(|(id, _)| *id),
             longest_idle: self.longest_idle.first().map(|(idle, _)| *idle),
+            oldest_arriving: self.oldest_arriving.first().map(|(id, _)| *id),
         }
     }
 
@@ -75,6 +81,9 @@ impl Group {
         }
         if let Some(idle) = offer.longest_idle {
             edit(&mut self.longest_idle, (idle, child), add);
+        }
+        if let Some(id) = offer.oldest_arriving {
+            edit(&mut self.oldest_arriving, (id, child), add);
         }
     }
 }
@@ -125,18 +134,20 @@ struct Network {
 #[derive(Default)]
 struct Address {
     unserved: BTreeSet<u64>,
+    arriving: BTreeSet<u64>,
     idle: BTreeSet<(Instant, u64)>,
     serving: BTreeSet<u64>,
 }
 
 impl Address {
     fn count(&self) -> usize {
-        self.unserved.len() + self.idle.len() + self.serving.len()
+        self.unserved.len() + self.arriving.len() + self.idle.len() + self.serving.len()
     }
 
     fn change(&mut self, id: u64, state: State, add: bool) {
         match state {
             State::Unserved => edit(&mut self.unserved, id, add),
+            State::Arriving => edit(&mut self.arriving, id, add),
             State::Idle(since) => edit(&mut self.idle, (since, id), add),
             State::Serving => edit(&mut self.serving, id, add),
         }
@@ -205,6 +216,7 @@ impl Standings {
                 oldest_unserved: address.unserved.first().copied(),
                 newest_unserved: address.unserved.last().copied(),
                 longest_idle: address.idle.first().copied(),
+                oldest_arriving: address.arriving.first().copied(),
             };
             return Some((standing, offer));
         }
@@ -257,6 +269,12 @@ impl Standings {
             }
         }
         found
+    }
+
+    /// `address`'s connection idle longest after its last request.
+    pub(super) fn longest_idle_of(&self, address: IpAddr) -> Option<u64> {
+        let address = self.addresses.get(&address)?;
+        address.idle.first().map(|(_, id)| *id)
     }
 
     /// How many connections `address` holds.

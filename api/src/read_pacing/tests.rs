@@ -250,3 +250,21 @@ async fn an_address_is_forgiven_minutes_after_its_flood_however_much_it_sent() {
         "in good standing: read from the reserve"
     );
 }
+
+#[tokio::test]
+async fn the_first_bytes_read_are_told_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pacing = ReadPacing::new();
+    let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (mut client, server) = tokio::io::duplex(64);
+    let counter = told.clone();
+    let mut paced = Paced::new(server, pacing.meter("192.0.2.7".parse().unwrap(), false), move || {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    client.write_all(b"GE").await.unwrap();
+    let mut read = [0; 2];
+    paced.read_exact(&mut read).await.unwrap();
+    client.write_all(b"T /").await.unwrap();
+    paced.read_exact(&mut [0; 3]).await.unwrap();
+    assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

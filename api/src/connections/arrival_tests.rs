@@ -1,0 +1,103 @@
+//! Which of the connections of tied clients gives way when some of them are between requests,
+//! or have begun to send one: a party churning silent connections closes its own.
+
+use super::*;
+use std::io::{Read, Write};
+
+fn limits(max_connections: usize) -> Limits {
+    Limits {
+        max_connections,
+        max_per_address: 0,
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(30),
+        trusted_proxies: TrustedProxies::parse("", "").unwrap(),
+    }
+}
+
+/// An address of a /16 of its own.
+fn sixteen(n: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(20 + n, 0, 0, 1))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_between_requests_keeps_its_connection_while_newcomers_churn() {
+    let connections = Connections::new(limits(3));
+    let asking = connections.admit(sixteen(0), None);
+    drop(asking.activity.begin());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    let newcomer = connections.admit(sixteen(1), None);
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let newer = connections.admit(sixteen(2), None);
+    // Four /16s of one connection each: the newest newcomer gives way, not the client that
+    // asked 200 ms ago, nor an older newcomer.
+    let _arriving = connections.admit(sixteen(3), None);
+    assert!(newer.activity.evicted.is_cancelled());
+    assert!(!asking.activity.evicted.is_cancelled() && !newcomer.activity.evicted.is_cancelled());
+    // Once it has been quiet for the grace, it goes first.
+    tokio::time::advance(EVICTION_GRACE).await;
+    let _arriving = connections.admit(sixteen(4), None);
+    assert!(asking.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_gives_its_connection_between_requests_before_its_fresh_one() {
+    let connections = Connections::new(limits(3));
+    let asked = connections.admit(sixteen(0), None);
+    drop(asked.activity.begin());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    let fresh = connections.admit(sixteen(0), None);
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let _other = connections.admit(sixteen(1), None);
+    let _arriving = connections.admit(sixteen(2), None);
+    assert!(asked.activity.evicted.is_cancelled());
+    assert!(!fresh.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_head_arriving_slowly_outlives_silent_newcomers() {
+    let connections = Connections::new(limits(2));
+    let slow = connections.admit(sixteen(0), None);
+    slow.activity.hear();
+    tokio::time::advance(EVICTION_GRACE * 3 / 2).await;
+    let silent = connections.admit(sixteen(1), None);
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let _arriving = connections.admit(sixteen(2), None);
+    assert!(silent.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled());
+    // Among connections whose requests arrive, the oldest goes.
+    let newer = connections.admit(sixteen(3), None);
+    newer.activity.hear();
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let _arriving = connections.admit(sixteen(4), None);
+    assert!(!newer.activity.evicted.is_cancelled());
+    assert!(slow.activity.evicted.is_cancelled());
+}
+
+/// A connection accepted on loopback, its server side's descriptor and its client side.
+fn accepted(listener: &std::net::TcpListener) -> (std::os::fd::OwnedFd, std::net::TcpStream) {
+    let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (server.into(), client)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_whose_request_waits_unread_outlives_silent_newcomers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let connections = Connections::new(limits(2));
+    let (silent_socket, _silent_client) = accepted(&listener);
+    let silent = connections.admit(sixteen(0), Some(silent_socket));
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let (socket, mut client) = accepted(&listener);
+    let server = std::net::TcpStream::from(socket.try_clone().unwrap());
+    client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    server.peek(&mut [0]).unwrap();
+    let asking = connections.admit(sixteen(1), Some(socket));
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let _arriving = connections.admit(sixteen(2), None);
+    assert!(silent.activity.evicted.is_cancelled());
+    assert!(!asking.activity.evicted.is_cancelled());
+    // Looking took nothing from the socket.
+    let mut head = [0; 16];
+    (&server).read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"GET / HTTP/1.1\r\n");
+}
