@@ -63,6 +63,10 @@ pub struct CompileArgs {
     /// Count the words with TeX Live's texcount, as editors show them.
     #[arg(long)]
     wordcount: bool,
+    /// Check the sources with chktex first: `warn` reports its findings with the
+    /// diagnostics, `error` fails the job, without compiling it, when chktex finds anything.
+    #[arg(long, value_parser = ["warn", "error"])]
+    check: Option<String>,
     #[command(flatten)]
     output_format: OutputArgs,
     #[command(flatten)]
@@ -90,7 +94,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let mut metadata = json!({ "project_id": client.project(), "main": main,
                                "engine": args.engine, "halt_on_error": args.halt_on_error,
                                "draft": args.draft, "wordcount": args.wordcount,
-                               "cache": !args.no_cache });
+                               "check": args.check, "cache": !args.no_cache });
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);
     }

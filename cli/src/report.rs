@@ -80,14 +80,18 @@ pub fn word_count(job: &Value) {
     }
 }
 
-/// How many error diagnostics the job has.
+/// How many LaTeX errors the job has (chktex's findings are not TeX's errors).
 pub fn error_count(job: &Value) -> usize {
     job["diagnostics"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|d| d["severity"] == "error")
+        .filter(|d| d["severity"] == "error" && !is_chktex(d))
         .count()
+}
+
+fn is_chktex(diagnostic: &Value) -> bool {
+    diagnostic["source"] == "chktex"
 }
 
 fn severity(diagnostic: &Value) -> &'static str {
@@ -102,13 +106,19 @@ fn severity(diagnostic: &Value) -> &'static str {
 /// TeX's context line below an error; a diagnostic of no known file gets no location.
 fn compiler_line(diagnostic: &Value, locations: &Locations) -> String {
     let file = diagnostic["file"].as_str().map(|f| locations.local(f));
-    let location = match (file, diagnostic["line"].as_u64()) {
-        (Some(file), Some(line)) => format!("{file}:{line}: "),
-        (Some(file), None) => format!("{file}: "),
-        (None, _) => String::new(),
+    let line_number = diagnostic["line"].as_u64();
+    let location = match (file, line_number, diagnostic["column"].as_u64()) {
+        (Some(file), Some(line), Some(column)) => format!("{file}:{line}:{column}: "),
+        (Some(file), Some(line), None) => format!("{file}:{line}: "),
+        (Some(file), None, _) => format!("{file}: "),
+        (None, ..) => String::new(),
+    };
+    let source = match is_chktex(diagnostic) {
+        true => " (chktex)",
+        false => "",
     };
     let mut line = format!(
-        "{location}{}: {}",
+        "{location}{}: {}{source}",
         severity(diagnostic),
         diagnostic["message"].as_str().unwrap_or("")
     );
@@ -128,8 +138,14 @@ fn annotation(diagnostic: &Value, locations: &Locations) -> String {
         if let Some(line) = diagnostic["line"].as_u64() {
             properties.push(format!("line={line}"));
         }
+        if let Some(column) = diagnostic["column"].as_u64() {
+            properties.push(format!("col={column}"));
+        }
     }
-    properties.push("title=LaTeX".to_string());
+    properties.push(match is_chktex(diagnostic) {
+        true => "title=chktex".to_string(),
+        false => "title=LaTeX".to_string(),
+    });
     let mut message = diagnostic["message"].as_str().unwrap_or("").to_string();
     if let Some(context) = diagnostic["context"].as_str() {
         message.push('\n');
@@ -198,5 +214,21 @@ mod tests {
             annotation(&warning, &Locations::default()),
             "::warning title=LaTeX::Label(s) may have changed."
         );
+    }
+
+    #[test]
+    fn chktex_findings_name_their_column_and_are_no_latex_errors() {
+        let finding = json!({ "severity": "error", "file": "paper/main.tex", "line": 3,
+                              "column": 6, "source": "chktex", "message": "Unmatched" });
+        assert_eq!(
+            compiler_line(&finding, &locations()),
+            "proj/paper/main.tex:3:6: error: Unmatched (chktex)"
+        );
+        assert_eq!(
+            annotation(&finding, &Locations::default()),
+            "::error file=paper/main.tex,line=3,col=6,title=chktex::Unmatched"
+        );
+        let job = json!({ "diagnostics": [finding, { "severity": "error", "message": "x" }] });
+        assert_eq!(error_count(&job), 1);
     }
 }

@@ -66,6 +66,10 @@ impl Fields {
         if job.wordcount {
             self.add(b"wordcount");
         }
+        if let Some(check) = job.check {
+            self.add(b"check");
+            self.add(check.as_str().as_bytes());
+        }
         self.add(&job.timeout_seconds.to_be_bytes());
         self.add(job.main.as_bytes());
         let mut files: Vec<_> = job.files.iter().collect();
@@ -84,7 +88,7 @@ impl Fields {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Engine, SourceFile};
+    use crate::model::{CheckMode, Engine, SourceFile};
 
     fn job(files: &[(&str, &str)]) -> NewJob {
         NewJob {
@@ -94,6 +98,7 @@ mod tests {
             halt_on_error: false,
             draft: false,
             wordcount: false,
+            check: None,
             timeout_seconds: 30,
             main: "main.tex".into(),
             files: files
@@ -128,13 +133,17 @@ mod tests {
         halting.halt_on_error = true;
         let mut draft = job(&[("main.tex", "x"), ("a.tex", "y")]);
         draft.draft = true;
+        let mut warned = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        warned.check = Some(CheckMode::Warn);
+        let mut stopped = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        stopped.check = Some(CheckMode::Error);
         let mut longer = job(&[("main.tex", "x"), ("a.tex", "y")]);
         longer.timeout_seconds = 31;
         let mut other_main = job(&[("main.tex", "x"), ("a.tex", "y")]);
         other_main.main = "a.tex".into();
         let mut other_year = job(&[("main.tex", "x"), ("a.tex", "y")]);
         other_year.texlive = "2022".into();
-        changed.extend([engine, halting, draft, longer, other_main, other_year]);
+        changed.extend([engine, halting, draft, warned, stopped, longer, other_main, other_year]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

@@ -89,13 +89,54 @@ pub enum Severity {
     Warning,
 }
 
-/// One error or warning parsed from the compile log.
+/// What found a diagnostic: TeX (its log) or chktex (a job's `check`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DiagnosticSource {
+    #[default]
+    Tex,
+    Chktex,
+}
+
+/// What a check of the sources with chktex does with its findings (a job's `check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckMode {
+    /// They are reported as diagnostics beside the compile's.
+    Warn,
+    /// Any finding fails the job before the compile.
+    Error,
+}
+
+impl CheckMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckMode::Warn => "warn",
+            CheckMode::Error => "error",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CheckMode> {
+        match text {
+            "warn" => Some(CheckMode::Warn),
+            "error" => Some(CheckMode::Error),
+            _ => None,
+        }
+    }
+}
+
+/// One error or warning parsed from the compile log, or found by chktex.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// The file TeX named, relative to the project; null when the log does not say.
+    /// The file named, relative to the project; null when the log does not say.
     pub file: Option<String>,
     pub line: Option<u32>,
+    /// The column, where chktex gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    #[serde(default)]
+    pub source: DiagnosticSource,
     pub message: String,
     /// For an error, TeX's context line: where in the source line it stopped
     /// (`l.2 Here is \undefinedmacro`).
@@ -252,6 +293,8 @@ pub struct NewJob {
     pub draft: bool,
     /// texcount counts the sources' words after the compile.
     pub wordcount: bool,
+    /// chktex checks the sources before the compile.
+    pub check: Option<CheckMode>,
     pub timeout_seconds: u32,
     /// The main document's path among `files`.
     pub main: String,
@@ -283,6 +326,8 @@ pub struct ClaimedJob {
     pub draft: bool,
     /// texcount counts the sources' words after the compile.
     pub wordcount: bool,
+    /// chktex checks the sources before the compile.
+    pub check: Option<CheckMode>,
     pub timeout_seconds: u32,
     pub attempt: i32,
     /// How long the job waited in the queue before this claim.

@@ -15,7 +15,7 @@ use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{ClaimedJob, JobStatus, Severity, WordCount};
+use texfleet_core::model::{CheckMode, ClaimedJob, JobStatus, Severity, WordCount};
 use tracing::Instrument;
 
 pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
@@ -141,11 +141,18 @@ async fn compile_and_upload(
         .as_deref()
         .map(String::from_utf8_lossy)
         .unwrap_or_default();
-    let diagnostics = diagnostics::parse(&log, &job.main);
+    let mut diagnostics = diagnostics::parse(&log, &job.main);
     let first_error = diagnostics
         .iter()
         .find(|d| d.severity == Severity::Error)
-        .map(|d| d.message.as_str());
+        .map(|d| d.message.clone());
+    let findings = collected
+        .state
+        .as_ref()
+        .and_then(|state| state.findings.as_deref())
+        .filter(|_| job.check.is_some())
+        .unwrap_or_default();
+    diagnostics.extend(diagnostics::from_findings(findings, &job.main));
     let observed = Observed {
         deadline_hit: run.deadline_hit,
         output_over_cap: run.stdout_overflowed || collected.over_cap,
@@ -157,8 +164,9 @@ async fn compile_and_upload(
         driver_exit: collected.report.as_ref().and_then(|r| r.exit_code),
         driver_signal: collected.report.as_ref().and_then(|r| r.signal),
         halt_on_error: job.halt_on_error,
+        check_stopped: job.check == Some(CheckMode::Error) && !findings.is_empty(),
     };
-    let (status, error) = decide(&observed, job.timeout_seconds, first_error);
+    let (status, error) = decide(&observed, job.timeout_seconds, first_error.as_deref());
     let duration_ms = collected
         .report
         .as_ref()

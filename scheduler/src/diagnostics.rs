@@ -9,8 +9,8 @@
 //! continuation lines). Errors without a location (`! message`) take the line from the `l.N`
 //! context line TeX prints after them.
 
-use texfleet_core::model::{Diagnostic, Severity};
-use texfleet_sandbox::WORK_DIR;
+use texfleet_core::model::{Diagnostic, DiagnosticSource, Severity};
+use texfleet_sandbox::{Finding, WORK_DIR};
 
 /// Diagnostics beyond this many are dropped: a flood of warnings says nothing more.
 pub const MAX_DIAGNOSTICS: usize = 100;
@@ -132,9 +132,34 @@ fn diagnostic(
         severity,
         file: file.map(|f| clean(f.strip_prefix("./").unwrap_or(f), MAX_FILE_CHARS)),
         line,
+        column: None,
+        source: DiagnosticSource::Tex,
         message: clean(message.trim(), MAX_MESSAGE_CHARS),
         context: None,
     }
+}
+
+/// chktex's findings of a compile whose main document is `main`, as diagnostics: chktex names
+/// files as TeX does, relative to the main document's folder. Each is the document's to shape,
+/// and cleaned as the log's text is.
+pub fn from_findings(findings: &[Finding], main: &str) -> Vec<Diagnostic> {
+    let folder = main.rsplit_once('/').map_or("", |(folder, _)| folder);
+    findings
+        .iter()
+        .take(MAX_DIAGNOSTICS)
+        .map(|finding| {
+            let severity = match finding.error {
+                true => Severity::Error,
+                false => Severity::Warning,
+            };
+            let file = project_path(&finding.file, folder);
+            Diagnostic {
+                column: Some(finding.column),
+                source: DiagnosticSource::Chktex,
+                ..diagnostic(severity, Some(&file), Some(finding.line), &finding.message)
+            }
+        })
+        .collect()
 }
 
 /// Text from the log, which the document writes: without control characters (a NUL would
@@ -215,6 +240,8 @@ l.12 \end{document}
                 severity: Severity::Error,
                 file: Some("main.tex".into()),
                 line: Some(5),
+                column: None,
+                source: DiagnosticSource::Tex,
                 message: "Undefined control sequence.".into(),
                 context: Some("l.5 \\foo".into()),
             }
@@ -304,5 +331,37 @@ enter file name with default extension:
     fn floods_are_capped() {
         let log = "./main.tex:1: Undefined control sequence.\n".repeat(10 * MAX_DIAGNOSTICS);
         assert_eq!(parse(&log, "main.tex").len(), MAX_DIAGNOSTICS);
+    }
+
+    #[test]
+    fn chktex_findings_are_diagnostics_of_the_project_s_files_cleaned() {
+        let finding = |file: &str, error: bool, message: &str| Finding {
+            file: file.into(),
+            line: 3,
+            column: 6,
+            error,
+            number: 26,
+            message: message.into(),
+        };
+        let findings = [
+            finding("ch/one.tex", false, "Spaces\u{0} before punctuation."),
+            finding("main.tex", true, "Unmatched"),
+        ];
+        let diagnostics = from_findings(&findings, "paper/main.tex");
+        assert_eq!(
+            diagnostics[0],
+            Diagnostic {
+                severity: Severity::Warning,
+                file: Some("paper/ch/one.tex".into()),
+                line: Some(3),
+                column: Some(6),
+                source: DiagnosticSource::Chktex,
+                message: "Spaces before punctuation.".into(),
+                context: None,
+            }
+        );
+        assert_eq!(diagnostics[1].severity, Severity::Error);
+        let many = vec![finding("main.tex", false, "x"); MAX_DIAGNOSTICS + 5];
+        assert_eq!(from_findings(&many, "main.tex").len(), MAX_DIAGNOSTICS);
     }
 }

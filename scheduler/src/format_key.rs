@@ -69,6 +69,7 @@ mod tests {
             halt_on_error: false,
             draft: false,
             wordcount: false,
+            check: None,
             timeout_seconds: 60,
             attempt: 1,
             main: "main.tex".into(),

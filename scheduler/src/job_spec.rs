@@ -5,7 +5,7 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::time::Duration;
-use texfleet_core::model::{ClaimedJob, Engine};
+use texfleet_core::model::{CheckMode, ClaimedJob, Engine};
 use texfleet_core::Config;
 use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES};
 
@@ -20,6 +20,10 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
         halt_on_error: job.halt_on_error,
         draft: job.draft,
         wordcount: job.wordcount,
+        check: job.check.map(|check| match check {
+            CheckMode::Warn => texfleet_sandbox::CheckMode::Warn,
+            CheckMode::Error => texfleet_sandbox::CheckMode::Error,
+        }),
         timeout_seconds: job.timeout_seconds,
         max_pdf_bytes: config.max_pdf_bytes as u64,
         max_log_bytes: config.max_log_bytes as u64,

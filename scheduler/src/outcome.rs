@@ -55,6 +55,9 @@ pub struct Observed {
     /// The signal that killed the compile driver, by the report.
     pub driver_signal: Option<i32>,
     pub halt_on_error: bool,
+    /// The job's check is `"error"` and chktex found something: the document was not
+    /// compiled. (The driver says so; a driver the document forged could only fail its own job.)
+    pub check_stopped: bool,
 }
 
 /// Which failure wins when several apply, in order: timeout, output limit, memory, a missing
@@ -99,6 +102,12 @@ pub fn decide(
             ErrorCode::CompileError,
             format!("the compile was killed by signal {signal}"),
         ))
+    } else if observed.check_stopped {
+        Some((
+            JobStatus::Failed,
+            ErrorCode::CompileError,
+            "the document was not compiled: chktex found problems (see the diagnostics) and the check is \"error\"".to_string(),
+        ))
     } else if !observed.pdf_ok {
         let message = first_error.map_or("no PDF was produced".to_string(), |error| {
             format!("no PDF was produced: {error}")
@@ -134,6 +143,7 @@ mod tests {
         driver_exit: Some(0),
         driver_signal: None,
         halt_on_error: false,
+        check_stopped: false,
     };
 
     /// A decision: the status and error code.
@@ -182,6 +192,14 @@ mod tests {
                 Observed {
                     driver_exit: None,
                     driver_signal: Some(9),
+                    ..CLEAN
+                },
+                (JobStatus::Failed, Some(ErrorCode::CompileError)),
+            ),
+            (
+                "a check that stopped the compile, whatever PDF came out",
+                Observed {
+                    check_stopped: true,
                     ..CLEAN
                 },
                 (JobStatus::Failed, Some(ErrorCode::CompileError)),

@@ -6,7 +6,7 @@ use super::files::{self, Listed, MainDocument};
 use super::unknown_fields;
 use crate::problem::FieldError;
 use serde_json::Value;
-use texfleet_core::model::{Engine, NewJob, SourceFile, MAIN_FILE};
+use texfleet_core::model::{CheckMode, Engine, NewJob, SourceFile, MAIN_FILE};
 use texfleet_core::validate::check_path;
 use uuid::Uuid;
 
@@ -21,6 +21,7 @@ pub(super) const FIELDS: &[&str] = &[
     "halt_on_error",
     "draft",
     "wordcount",
+    "check",
     "timeout_seconds",
     "cache",
 ];
@@ -33,6 +34,7 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
     "halt_on_error",
     "draft",
     "wordcount",
+    "check",
     "timeout_seconds",
     "cache",
 ];
@@ -186,6 +188,17 @@ fn parse_with(
 
     let wordcount = flag(object.get("wordcount"), "wordcount", false, &mut errors);
 
+    let check = match object.get("check") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_str().and_then(CheckMode::parse) {
+            Some(check) => Some(check),
+            None => {
+                errors.push(FieldError::new("check", r#"must be "warn" or "error""#));
+                None
+            }
+        },
+    };
+
     let use_cache = flag(object.get("cache"), "cache", true, &mut errors);
 
     let timeout_seconds = match object.get("timeout_seconds") {
@@ -230,6 +243,7 @@ fn parse_with(
             halt_on_error,
             draft,
             wordcount,
+            check,
             timeout_seconds,
             main,
             files,

@@ -4,7 +4,7 @@
 //! checks a body, and a unit test keeps the two in step. Read by the OpenAPI derive only.
 #![allow(dead_code)]
 
-use texfleet_core::model::Engine;
+use texfleet_core::model::{CheckMode, Engine};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -75,6 +75,10 @@ pub struct CompileOptions {
     /// Count the sources' words with TeX Live's texcount after the compile: the job's
     /// `word_count`. Default false.
     wordcount: Option<bool>,
+    /// Check the sources with chktex before the compile: its findings join the job's
+    /// `diagnostics` with `"source": "chktex"`. `"error"`: any finding fails the job
+    /// (`compile_error`) without compiling it. Default: no check.
+    check: Option<CheckMode>,
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).
     #[schema(minimum = 1)]
     timeout_seconds: Option<u32>,

@@ -44,6 +44,7 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         halt_on_error: false,
         draft: false,
         wordcount: false,
+        check: None,
         timeout_seconds: 120,
         attempt: 1,
         waited_seconds: 0.0,

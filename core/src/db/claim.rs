@@ -3,7 +3,7 @@
 //! over rows the API is cancelling. The rest of the queue protocol is in `queue.rs`.
 
 use super::{parsed, DbResult, Pool};
-use crate::model::{ClaimedJob, SourceFile};
+use crate::model::{CheckMode, ClaimedJob, SourceFile};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -98,6 +98,9 @@ pub async fn claim_jobs(
                 halt_on_error: row.get("halt_on_error"),
                 draft: row.get("draft"),
                 wordcount: row.get("wordcount"),
+                check: row
+                    .get::<_, Option<&str>>("check_mode")
+                    .and_then(CheckMode::parse),
                 timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
                 attempt: row.get("attempts"),
                 waited_seconds: row.get("waited"),
@@ -175,7 +178,7 @@ const CLAIM_FROM_PROJECTS: &str = "
                     lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
     FROM claimable WHERE jobs.id = claimable.id
     RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.texlive, jobs.halt_on_error,
-              jobs.draft, jobs.wordcount, jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
+              jobs.draft, jobs.wordcount, jobs.check_mode, jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
               extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
               extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
                   AS source_date_epoch";

@@ -3,7 +3,7 @@
 
 use super::jobs::{job_from_row, JOB_COLUMNS};
 use super::{DbError, DbResult};
-use crate::model::{Job, NewJob};
+use crate::model::{CheckMode, Job, NewJob};
 use deadpool_postgres::GenericClient;
 use std::sync::LazyLock;
 use tokio_postgres::Row;
@@ -131,6 +131,7 @@ pub(crate) async fn insert_job_drawing_ids(
                             &job.texlive,
                             &job.draft,
                             &job.wordcount,
+                            &job.check.map(CheckMode::as_str),
                         ],
                     )
                     .await?;
@@ -164,11 +165,12 @@ pub(crate) async fn insert_job_drawing_ids(
 static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO jobs (id, project_id, engine, texlive, halt_on_error, draft, wordcount,
-         timeout_seconds, max_attempts, idempotency_key, request_hash, input_hash, main_path,
+         check_mode, timeout_seconds, max_attempts, idempotency_key, request_hash, input_hash, main_path,
          status, started_at, finished_at, duration_ms, pdf_storage_key, log_storage_key,
          diagnostics, image_id, reused_from, pdf_sha256, log_sha256, synctex_storage_key,
          synctex_sha256, word_count)
-     SELECT $1, project_id, engine, texlive, halt_on_error, draft, wordcount, timeout_seconds,
+     SELECT $1, project_id, engine, texlive, halt_on_error, draft, wordcount, check_mode,
+            timeout_seconds,
             $2, $3, $4, input_hash,
             main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
             diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
@@ -193,10 +195,10 @@ static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
                            idempotency_key, request_hash, input_hash, main_path, use_cache,
-                           source_bytes, texlive, draft, wordcount)
+                           source_bytes, texlive, draft, wordcount, check_mode)
          SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
                 $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8, $15::text, $16::boolean,
-                $17::boolean
+                $17::boolean, $18::text
          FROM waiting WHERE room_for_a_job AND room_for_its_sources
          ON CONFLICT DO NOTHING
          RETURNING {JOB_COLUMNS}

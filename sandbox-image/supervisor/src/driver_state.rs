@@ -52,6 +52,41 @@ pub struct DriverState {
     /// texcount's count of the sources, when the spec asked for one and texcount gave it.
     #[serde(default)]
     pub word_count: Option<WordCount>,
+    /// chktex's findings on the sources, when the spec asked for a check and chktex ran.
+    #[serde(default)]
+    pub findings: Option<Vec<Finding>>,
+}
+
+/// The most chktex findings a compile hands over, and the longest message or file name of one.
+pub const MAX_FINDINGS: usize = 100;
+pub const MAX_FINDING_CHARS: usize = 500;
+
+/// One of chktex's findings: where, whether chktex calls it an error, its warning number and
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// As chktex names it: relative to the main document's folder.
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub error: bool,
+    pub number: u32,
+    pub message: String,
+}
+
+impl Finding {
+    /// Its message and file name cut to [`MAX_FINDING_CHARS`] characters.
+    pub fn bounded(mut self) -> Finding {
+        truncate_chars(&mut self.file, MAX_FINDING_CHARS);
+        truncate_chars(&mut self.message, MAX_FINDING_CHARS);
+        self
+    }
+}
+
+fn truncate_chars(text: &mut String, chars: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(chars) {
+        text.truncate(cut);
+    }
 }
 
 /// What texcount counts of a document, its template's seven numbers in its order: words in the
@@ -59,7 +94,7 @@ pub struct DriverState {
 pub type WordCount = [u32; 7];
 
 impl DriverState {
-    /// [`CompileState::bounded`], a dump that read more files than are kept in its key
+    /// [`CompileState::bounded`], at most [`MAX_FINDINGS`] findings, each bounded, a dump that read more files than are kept in its key
     /// refused (a format keyed by some of its inputs could be stale), as is one that names a
     /// file twice (the driver never does; the scheduler hashes each name it gets), and a
     /// refusal's reason shortened: the scheduler logs and looks up what the compile's user
@@ -80,12 +115,15 @@ impl DriverState {
                 });
             }
             Some(Dump::Built { .. }) => {}
-            Some(Dump::Refused { why }) => {
-                if let Some((cut, _)) = why.char_indices().nth(MAX_REFUSAL_CHARS) {
-                    why.truncate(cut);
-                }
-            }
+            Some(Dump::Refused { why }) => truncate_chars(why, MAX_REFUSAL_CHARS),
             None => {}
+        }
+        if let Some(findings) = &mut self.findings {
+            findings.truncate(MAX_FINDINGS);
+            *findings = std::mem::take(findings)
+                .into_iter()
+                .map(Finding::bounded)
+                .collect();
         }
         self
     }

@@ -17,7 +17,9 @@ mod handed_on;
 mod preamble_rules;
 pub mod shell_escape;
 
-pub use driver_state::{CompileState, DriverState, Dump, WordCount};
+pub use driver_state::{
+    CompileState, DriverState, Dump, Finding, WordCount, MAX_FINDINGS, MAX_FINDING_CHARS,
+};
 pub use handed_on::{is_handed_on, is_plain_relative};
 pub use preamble_rules::{preamble_end, why_not_keyable, BEGIN_DOCUMENT, STATE_A_FORMAT_DROPS};
 use serde::{Deserialize, Serialize};
@@ -82,6 +84,9 @@ pub struct JobSpec {
     /// texcount counts the sources' words after the compile ([`DriverState::word_count`]).
     #[serde(default)]
     pub wordcount: bool,
+    /// chktex checks the sources before the compile ([`DriverState::findings`]).
+    #[serde(default)]
+    pub check: Option<CheckMode>,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
     pub max_log_bytes: u64,
@@ -97,6 +102,16 @@ pub struct JobSpec {
     /// What the last successful compile of the same document in the same project left.
     #[serde(default)]
     pub previous: CompileState,
+}
+
+/// What a check of the sources with chktex does with its findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckMode {
+    /// They are reported beside the compile's diagnostics.
+    Warn,
+    /// Any finding stops the job before the compile.
+    Error,
 }
 
 /// The preamble format cache's part in a compile (see ARCHITECTURE.md).
@@ -228,6 +243,7 @@ mod tests {
             halt_on_error: false,
             draft: false,
             wordcount: false,
+            check: None,
             timeout_seconds: 1,
             max_pdf_bytes: 1,
             max_log_bytes: 1,

@@ -93,6 +93,7 @@ fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
         halt_on_error: false,
         draft: false,
         wordcount: false,
+        check: None,
         timeout_seconds: COMPILE_SIDE_TIMEOUT,
         max_pdf_bytes: 1 << 20,
         max_log_bytes: 1 << 20,

@@ -9,6 +9,7 @@
 mod bcf;
 mod bib2gls;
 mod bibliography;
+mod chktex;
 mod clear;
 mod dump_reads;
 mod engine;
@@ -43,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use steps::Steps;
 use texfleet_sandbox::{
-    read_job, DriverState, Dump, JobSpec, Preamble, LOG_FILE, PDF_FILE, WORK_DIR,
+    read_job, CheckMode, DriverState, Dump, JobSpec, Preamble, LOG_FILE, PDF_FILE, WORK_DIR,
 };
 
 /// Set when the supervisor's deadline asks the compile to stop (SIGINT).
@@ -117,6 +118,23 @@ pub fn run() -> io::Result<()> {
     steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
     lay_out(&mut steps, &spec, engine, &folder)?;
+    let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
+    let findings = spec.check.and_then(|_| {
+        chktex::check(&mut steps, main_name, started + timeout.saturating_sub(MARGIN))
+    });
+    let found = findings.as_ref().map_or(0, Vec::len);
+    if spec.check == Some(CheckMode::Error) && found > 0 {
+        steps.trace.push(format!(
+            "texfleet: the document was not compiled: chktex found {found} problems and the check is \"error\""
+        ));
+        let driver_state = DriverState {
+            findings,
+            ..DriverState::default()
+        };
+        hand_over(channel, &mut steps, &driver_state.bounded(), &[]);
+        append_to_log(&steps.trace)?;
+        std::process::exit(ENGINE_FAILED);
+    }
     let restored = state::restore(&mut steps, std::mem::take(&mut spec.previous));
     let mut format = Format {
         path: match &spec.preamble {
@@ -166,7 +184,6 @@ pub fn run() -> io::Result<()> {
         true => dump_in_time(&mut steps, &spec, engine, main_name, started),
         false => Dumped::default(),
     };
-    let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     // A file the last compile handed on that waits short of the passes' budget (and again in
     // the dump's check) would cost every later compile that time, and can write itself anew:
     // a slow compile from it, or a dump out of time, hands on nothing, and the next compile
@@ -208,23 +225,34 @@ pub fn run() -> io::Result<()> {
         format_refused: format.blamed,
         restarted,
         word_count,
+        findings,
     }
     .bounded();
     let dumped_format = match driver_state.dump {
         Some(Dump::Built { .. }) => dumped.format,
         _ => Vec::new(),
     };
-    // It only speeds up the next compile: this one's verdict and log stand without it.
-    if let Err(error) = handover::write(channel, &driver_state, &dumped_format) {
-        steps.trace.push(format!(
-            "texfleet: nothing handed on to the next compile: {error}"
-        ));
-    }
+    hand_over(channel, &mut steps, &driver_state, &dumped_format);
     append_to_log(&steps.trace)?;
     if !succeeded {
         std::process::exit(ENGINE_FAILED);
     }
     Ok(())
+}
+
+/// Hands `state` and `format` over to the supervisor. It only speeds up the next compile and
+/// carries what was asked besides: this one's verdict and log stand without it.
+fn hand_over(
+    channel: fs::File,
+    steps: &mut Steps,
+    state: &DriverState,
+    format: &[u8],
+) {
+    if let Err(error) = handover::write(channel, state, format) {
+        steps.trace.push(format!(
+            "texfleet: nothing handed on to the next compile: {error}"
+        ));
+    }
 }
 
 /// What keeping the preamble as a format gave: a verdict (None when there is none: not tried,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use texfleet_sandbox::{WordCount, WORK_DIR};
 
 const PERL: &str = "/usr/bin/perl";
-/// texcount, where Debian's texlive-extra-utils puts it: not every year's image has it.
+/// texcount, where Debian's texlive-extra-utils puts it (an image built without it skips the count).
 const TEXCOUNT: &str = "/usr/bin/texcount";
 /// The numbers of [`WordCount`], in its order.
 const TEMPLATE: &str = "-template={1} {2} {3} {4} {5} {6} {7}\\n";
