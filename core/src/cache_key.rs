@@ -57,12 +57,13 @@ impl Fields {
         self.add(job.engine.as_str().as_bytes());
         self.add(job.texlive.as_bytes());
         self.add(&[u8::from(job.halt_on_error)]);
-        // Only when set, so that the keys of the jobs stored before drafts stand; no other
-        // field in this place is five bytes long.
+        // The options added since the first keys, only when set, so that the keys of the jobs
+        // stored before them stand; each marker is a word no other field here can be (the
+        // timeout that follows is four bytes).
         if job.draft {
             self.add(b"draft");
         }
-        // Likewise: a result without a count cannot stand for one asked to count.
+        // A result without a count or a check cannot stand for one asked for them.
         if job.wordcount {
             self.add(b"wordcount");
         }
@@ -133,6 +134,8 @@ mod tests {
         halting.halt_on_error = true;
         let mut draft = job(&[("main.tex", "x"), ("a.tex", "y")]);
         draft.draft = true;
+        let mut counted = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        counted.wordcount = true;
         let mut warned = job(&[("main.tex", "x"), ("a.tex", "y")]);
         warned.check = Some(CheckMode::Warn);
         let mut stopped = job(&[("main.tex", "x"), ("a.tex", "y")]);
@@ -143,7 +146,7 @@ mod tests {
         other_main.main = "a.tex".into();
         let mut other_year = job(&[("main.tex", "x"), ("a.tex", "y")]);
         other_year.texlive = "2022".into();
-        changed.extend([engine, halting, draft, warned, stopped, longer, other_main, other_year]);
+        changed.extend([engine, halting, draft, counted, warned, stopped, longer, other_main, other_year]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

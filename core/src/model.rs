@@ -30,6 +30,11 @@ macro_rules! text_enum {
     };
 }
 
+// After the macro, which it uses.
+mod document_report;
+
+pub use document_report::{CheckMode, Diagnostic, DiagnosticSource, Severity, WordCount};
+
 text_enum! {
     /// The states of a job, named as the contract names them.
     pub enum JobStatus {
@@ -82,68 +87,6 @@ pub struct JobError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// What found a diagnostic: TeX (its log) or chktex (a job's `check`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum DiagnosticSource {
-    #[default]
-    Tex,
-    Chktex,
-}
-
-/// What a check of the sources with chktex does with its findings (a job's `check`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckMode {
-    /// They are reported as diagnostics beside the compile's.
-    Warn,
-    /// Any finding fails the job before the compile.
-    Error,
-}
-
-impl CheckMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckMode::Warn => "warn",
-            CheckMode::Error => "error",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CheckMode> {
-        match text {
-            "warn" => Some(CheckMode::Warn),
-            "error" => Some(CheckMode::Error),
-            _ => None,
-        }
-    }
-}
-
-/// One error or warning parsed from the compile log, or found by chktex.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct Diagnostic {
-    pub severity: Severity,
-    /// The file named, relative to the project; null when the log does not say.
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// The column, where chktex gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub column: Option<u32>,
-    #[serde(default)]
-    pub source: DiagnosticSource,
-    pub message: String,
-    /// For an error, TeX's context line: where in the source line it stopped
-    /// (`l.2 Here is \undefinedmacro`).
-    #[serde(default)]
-    pub context: Option<String>,
-}
-
 /// A job as clients see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({
@@ -163,7 +106,7 @@ pub struct Diagnostic {
     "error": null,
     "diagnostics": [{ "severity": "warning", "file": null, "line": 7,
                       "message": "Reference `sec:x' on page 1 undefined on input line 7.",
-                      "context": null }],
+                      "context": null, "source": "tex" }],
     "reused_from": null,
     "preamble_cache": "hit",
     "incremental": true,
@@ -230,25 +173,6 @@ pub struct Job {
     pub synctex_sha256: Option<String>,
 }
 
-/// The words and the rest of a job's sources as TeX Live's texcount counts them, the main
-/// document with the files it includes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct WordCount {
-    /// Words in the text.
-    pub text_words: u32,
-    /// Words in headings (sections, titles).
-    pub header_words: u32,
-    /// Words outside the text: captions, footnotes and the like.
-    pub other_words: u32,
-    /// Headings.
-    pub headers: u32,
-    /// Floats (figures, tables).
-    pub floats: u32,
-    /// Formulas in the text.
-    pub inline_math: u32,
-    /// Displayed formulas.
-    pub displayed_math: u32,
-}
 
 /// The paths of a job and of its outputs on this API, so that clients need not build URLs;
 /// an output's link is `null` while the job has none.

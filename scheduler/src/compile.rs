@@ -146,13 +146,16 @@ async fn compile_and_upload(
         .iter()
         .find(|d| d.severity == Severity::Error)
         .map(|d| d.message.clone());
+    // None: no check asked for, or chktex did not run (the log says why).
     let findings = collected
         .state
         .as_ref()
         .and_then(|state| state.findings.as_deref())
-        .filter(|_| job.check.is_some())
-        .unwrap_or_default();
-    diagnostics.extend(diagnostics::from_findings(findings, &job.main));
+        .filter(|_| job.check.is_some());
+    diagnostics.extend(diagnostics::from_findings(
+        findings.unwrap_or_default(),
+        &job.main,
+    ));
     let observed = Observed {
         deadline_hit: run.deadline_hit,
         output_over_cap: run.stdout_overflowed || collected.over_cap,
@@ -164,7 +167,8 @@ async fn compile_and_upload(
         driver_exit: collected.report.as_ref().and_then(|r| r.exit_code),
         driver_signal: collected.report.as_ref().and_then(|r| r.signal),
         halt_on_error: job.halt_on_error,
-        check_stopped: job.check == Some(CheckMode::Error) && !findings.is_empty(),
+        check_stopped: job.check == Some(CheckMode::Error)
+            && findings.is_none_or(|findings| !findings.is_empty()),
     };
     let (status, error) = decide(&observed, job.timeout_seconds, first_error.as_deref());
     let duration_ms = collected
@@ -189,6 +193,7 @@ async fn compile_and_upload(
             .state
             .as_ref()
             .is_some_and(|state| state.restarted);
+    outcome.checked = findings.is_some();
     outcome.word_count = collected
         .state
         .as_ref()

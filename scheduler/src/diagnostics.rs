@@ -148,15 +148,17 @@ pub fn from_findings(findings: &[Finding], main: &str) -> Vec<Diagnostic> {
         .iter()
         .take(MAX_DIAGNOSTICS)
         .map(|finding| {
-            let severity = match finding.error {
-                true => Severity::Error,
-                false => Severity::Warning,
+            let (severity, kind) = match finding.error {
+                true => (Severity::Error, "Error"),
+                false => (Severity::Warning, "Warning"),
             };
             let file = project_path(&finding.file, folder);
+            // Numbered as chktex numbers it, so that a `% chktex 26` comment can silence it.
+            let message = format!("{kind} {}: {}", finding.number, finding.message);
             Diagnostic {
                 column: Some(finding.column),
                 source: DiagnosticSource::Chktex,
-                ..diagnostic(severity, Some(&file), Some(finding.line), &finding.message)
+                ..diagnostic(severity, Some(&file), Some(finding.line), &message)
             }
         })
         .collect()
@@ -356,7 +358,7 @@ enter file name with default extension:
                 line: Some(3),
                 column: Some(6),
                 source: DiagnosticSource::Chktex,
-                message: "Spaces before punctuation.".into(),
+                message: "Warning 26: Spaces before punctuation.".into(),
                 context: None,
             }
         );

@@ -55,14 +55,15 @@ pub struct Observed {
     /// The signal that killed the compile driver, by the report.
     pub driver_signal: Option<i32>,
     pub halt_on_error: bool,
-    /// The job's check is `"error"` and chktex found something: the document was not
-    /// compiled. (The driver says so; a driver the document forged could only fail its own job.)
+    /// The job's check is `"error"` and chktex found something or could not run: the
+    /// document was not compiled. (The driver says so; a driver the document forged could only
+    /// fail its own job.)
     pub check_stopped: bool,
 }
 
 /// Which failure wins when several apply, in order: timeout, output limit, memory, a missing
-/// or invalid report, a killed driver, no PDF, errors under `halt_on_error` (in the log or in
-/// the driver's exit status). A container that ended by itself
+/// or invalid report, a killed driver, a check that stopped the compile, no PDF, errors under
+/// `halt_on_error` (in the log or in the driver's exit status). A container that ended by itself
 /// without a valid report failed the document, not our infrastructure: it is not retried.
 /// `first_error` is the message of the log's first error, shown when no PDF came out.
 pub fn decide(
@@ -106,7 +107,7 @@ pub fn decide(
         Some((
             JobStatus::Failed,
             ErrorCode::CompileError,
-            "the document was not compiled: chktex found problems (see the diagnostics) and the check is \"error\"".to_string(),
+            "the document was not compiled: the check is \"error\" and chktex found problems (see the diagnostics) or could not run (see the log)".to_string(),
         ))
     } else if !observed.pdf_ok {
         let message = first_error.map_or("no PDF was produced".to_string(), |error| {

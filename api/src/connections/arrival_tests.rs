@@ -101,3 +101,21 @@ async fn a_newcomer_whose_request_waits_unread_outlives_silent_newcomers() {
     (&server).read_exact(&mut head).unwrap();
     assert_eq!(&head, b"GET / HTTP/1.1\r\n");
 }
+
+#[tokio::test]
+async fn a_second_descriptor_is_held_only_by_a_client_s_connection_until_its_first_request() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let connections = Connections::new(Limits {
+        trusted_proxies: TrustedProxies::parse("10.0.0.0/8", "x-forwarded-for").unwrap(),
+        ..limits(4)
+    });
+    let holds = |slot: &Slot| connections.open.lock().unwrap().holds_socket(slot.id);
+    let (socket, _client) = accepted(&listener);
+    let client = connections.admit(sixteen(0), Some(socket));
+    let (socket, _proxied) = accepted(&listener);
+    let proxy = connections.admit("10.1.2.3".parse().unwrap(), Some(socket));
+    assert!(holds(&client));
+    assert!(!holds(&proxy));
+    drop(client.activity.begin());
+    assert!(!holds(&client));
+}

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 /// Of the connections of clients tied for holding the most that all serve requests, how many
 /// are compared: the choice then costs no more than this however many tie.
-const SERVING_COMPARED: usize = 64;
+pub(super) const SERVING_COMPARED: usize = 64;
 
 /// How many connections counted as silent one choice looks at to see whether they were heard
 /// from since: a connection is counted as arriving from its first look that finds bytes, so that

@@ -64,7 +64,8 @@ impl Open {
                 activity: activity.clone(),
                 accepted: Instant::now(),
                 state,
-                socket,
+                // A trusted proxy's is never looked at.
+                socket: socket.filter(|_| !proxy),
             },
         );
         match state {
@@ -124,6 +125,12 @@ impl Open {
             Some(State::Arriving),
         );
         true
+    }
+
+    /// Whether connection `id` holds a second descriptor of its socket.
+    #[cfg(test)]
+    pub(super) fn holds_socket(&self, id: u64) -> bool {
+        self.by_id.get(&id).is_some_and(|c| c.socket.is_some())
     }
 
     pub(super) fn held_by(&self, address: IpAddr) -> usize {

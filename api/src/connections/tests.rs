@@ -337,7 +337,7 @@ async fn of_tied_clients_that_all_serve_requests_a_bounded_few_are_compared() {
     let _arriving = connections.admit(elsewhere(1), None);
     assert_eq!(evicted(&tied), 1);
     assert!(
-        eviction::COMPARED.get() <= 64,
+        eviction::COMPARED.get() <= eviction::SERVING_COMPARED,
         "{}",
         eviction::COMPARED.get()
     );

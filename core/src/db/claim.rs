@@ -2,8 +2,8 @@
 //! project's running count exact without a global lock, and `FOR UPDATE SKIP LOCKED` passes
 //! over rows the API is cancelling. The rest of the queue protocol is in `queue.rs`.
 
-use super::{parsed, DbResult, Pool};
-use crate::model::{CheckMode, ClaimedJob, SourceFile};
+use super::{parsed, parsed_opt, DbResult, Pool};
+use crate::model::{ClaimedJob, SourceFile};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -98,9 +98,7 @@ pub async fn claim_jobs(
                 halt_on_error: row.get("halt_on_error"),
                 draft: row.get("draft"),
                 wordcount: row.get("wordcount"),
-                check: row
-                    .get::<_, Option<&str>>("check_mode")
-                    .and_then(CheckMode::parse),
+                check: parsed_opt(row, "check_mode")?,
                 timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
                 attempt: row.get("attempts"),
                 waited_seconds: row.get("waited"),

@@ -193,6 +193,8 @@ pub struct Outcome {
     pub incremental: bool,
     /// texcount's count, when the job asked for one and got it.
     pub word_count: Option<WordCount>,
+    /// chktex checked the sources, as the job asked.
+    pub checked: bool,
 }
 
 impl Outcome {
@@ -219,6 +221,7 @@ impl Outcome {
             preamble_cache: None,
             incremental: false,
             word_count: None,
+            checked: false,
         }
     }
 }
@@ -248,7 +251,8 @@ pub async fn finish_job(
                              diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
                              duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
                              image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14,
-                             preamble_cache = $15, incremental = $16, word_count = $17
+                             preamble_cache = $15, incremental = $16, word_count = $17,
+                             checked = $18
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
         )
@@ -274,6 +278,7 @@ pub async fn finish_job(
                 &outcome.preamble_cache,
                 &outcome.incremental,
                 &word_count,
+                &outcome.checked,
             ],
         )
         .await?;

@@ -168,13 +168,13 @@ static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
          check_mode, timeout_seconds, max_attempts, idempotency_key, request_hash, input_hash, main_path,
          status, started_at, finished_at, duration_ms, pdf_storage_key, log_storage_key,
          diagnostics, image_id, reused_from, pdf_sha256, log_sha256, synctex_storage_key,
-         synctex_sha256, word_count)
+         synctex_sha256, word_count, checked)
      SELECT $1, project_id, engine, texlive, halt_on_error, draft, wordcount, check_mode,
             timeout_seconds,
             $2, $3, $4, input_hash,
             main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
             diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
-            word_count
+            word_count, checked
      FROM jobs WHERE id = $5
      ON CONFLICT DO NOTHING
      RETURNING {JOB_COLUMNS}"
@@ -246,6 +246,10 @@ async fn find_reusable(
                AND texlive = $5 AND image_id = fleet_sandbox_image($3, $5)
                AND date_trunc('day', created_at, 'UTC') = date_trunc('day', now(), 'UTC')
                AND ($4 = 0 OR finished_at > now() - make_interval(days => $4))
+               -- A count or a check asked for and not given (out of time, say) is no result
+               -- for the next request that asks.
+               AND NOT (wordcount AND word_count IS NULL)
+               AND NOT (check_mode IS NOT NULL AND NOT checked)
                AND NOT EXISTS (
                    SELECT 1 FROM jobs AS fresh
                     WHERE fresh.project_id = $1 AND NOT fresh.use_cache

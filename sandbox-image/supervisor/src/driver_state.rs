@@ -1,6 +1,7 @@
-//! What one compile hands on to the next compile of its document ([`DriverState`]): its
-//! auxiliary files and tool signatures, what came of dumping its preamble, and its word count.
-//! The compile's user writes it, so both sides bound it before they use it.
+//! What the compile driver hands the supervisor at its end ([`DriverState`]): for the next
+//! compile of the document, its auxiliary files and tool signatures and what came of dumping
+//! its preamble; for this job, chktex's findings and texcount's count. The compile's user
+//! writes it, so both sides bound it before they use it.
 
 use crate::{is_handed_on, FileSpec, MAX_STATE_FILES};
 use serde::{Deserialize, Serialize};
@@ -37,7 +38,7 @@ impl CompileState {
     }
 }
 
-/// What the compile driver leaves in [`DRIVER_STATE_FILE`]. Written by the compile's user: the
+/// What the compile driver leaves in [`DRIVER_STATE_FILE`](crate::DRIVER_STATE_FILE). Written by the compile's user: the
 /// scheduler bounds it and keeps it for the same project's same document only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverState {
@@ -94,7 +95,8 @@ fn truncate_chars(text: &mut String, chars: usize) {
 pub type WordCount = [u32; 7];
 
 impl DriverState {
-    /// [`CompileState::bounded`], at most [`MAX_FINDINGS`] findings, each bounded, a dump that read more files than are kept in its key
+    /// [`CompileState::bounded`], at most [`MAX_FINDINGS`] findings, each bounded, a dump that
+    /// read more files than are kept in its key
     /// refused (a format keyed by some of its inputs could be stale), as is one that names a
     /// file twice (the driver never does; the scheduler hashes each name it gets), and a
     /// refusal's reason shortened: the scheduler logs and looks up what the compile's user
@@ -129,11 +131,11 @@ impl DriverState {
     }
 }
 
-/// What came of [`Preamble::Dump`].
+/// What came of [`Preamble::Dump`](crate::Preamble::Dump).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "result")]
 pub enum Dump {
-    /// [`FORMAT_FILE`] holds the preamble; it read these files of the job (paths relative to
+    /// [`FORMAT_FILE`](crate::FORMAT_FILE) holds the preamble; it read these files of the job (paths relative to
     /// the work directory) and nothing else outside TeX's own trees.
     Built { reads: Vec<String> },
     /// The preamble cannot be kept as a format, and why.

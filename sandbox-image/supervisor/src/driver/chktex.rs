@@ -1,23 +1,21 @@
-//! The lint a job can ask for (`"check"`): chktex on the main document and the files it
-//! `\input`s, before the compile, and before anything of the document has run. chktex reads a
-//! `.chktexrc` from the current folder, which can set its options (`CmdLine { -o file }` writes
-//! its report there): no project file is a dot file, and nothing the document runs comes
-//! first, yet chktex may start no process, read only the job's files and TeX Live's, write
-//! nothing, and runs only where Landlock holds all of that. What it prints is the document's to
+//! The check a job can ask for (`"check"`): chktex on the main document and the files it
+//! `\input`s, before the compile and before anything of the document has run, as a
+//! [`reading_tool`](super::reading_tool): chktex starts no program, but a `.chktexrc` in its
+//! folder sets its options (`CmdLine { -o file }` writes its report over a file), and no more
+//! than the project's files (never dot files) are there. What it prints is the document's to
 //! shape, so only lines in exactly the format asked for count, each bounded.
 
+use super::reading_tool;
 use super::steps::Steps;
-use crate::process::{Exit, Program};
+use crate::process::Exit;
 use nix::sys::resource::Resource;
 use nix::sys::signal::Signal;
-use std::time::{Duration, Instant};
-use texfleet_sandbox::{Finding, MAX_FINDINGS, WORK_DIR};
+use std::time::Instant;
+use texfleet_sandbox::{Finding, MAX_FINDINGS};
 
 const CHKTEX: &str = "/usr/bin/chktex";
 /// File, line, column, kind, warning number and message, a finding a line.
 const FORMAT: &str = "%f\t%l\t%c\t%k\t%n\t%m\n";
-/// chktex reads a thesis in well under a second.
-const TIME: Duration = Duration::from_secs(5);
 /// The most of chktex's output read: [`MAX_FINDINGS`] findings of ordinary length.
 const MAX_OUTPUT: u64 = 256 * 1024;
 /// The most chktex may write: a line of a megabyte makes it report for minutes, on the job's
@@ -27,30 +25,10 @@ const MAX_WRITTEN: u64 = 1024 * 1024;
 /// chktex's findings on `main` (in the current folder), ending by `deadline` at the latest;
 /// None when chktex could not give them.
 pub fn check(steps: &mut Steps, main: &str, deadline: Instant) -> Option<Vec<Finding>> {
-    if !steps.files_confined {
-        steps.skip("the check: Landlock does not confine this sandbox".into());
-        return None;
-    }
-    if std::fs::metadata(CHKTEX).is_err() {
-        steps.skip("the check: this TeX Live's image has no chktex".into());
-        return None;
-    }
     let format = format!("--format={FORMAT}");
     let args = ["-q", "-I1", &format, "--", main];
-    let program = Program::new(CHKTEX, &args, &steps.environment)
-        .starting_only(&[])
-        .reading_only(&[WORK_DIR]);
-    let until = deadline.min(Instant::now() + TIME);
-    let earlier = steps
-        .until
-        .replace(steps.until.map_or(until, |u| u.min(until)));
-    let limits = [
-        (Resource::RLIMIT_CPU, TIME.as_secs()),
-        (Resource::RLIMIT_NPROC, 1),
-        (Resource::RLIMIT_FSIZE, MAX_WRITTEN),
-    ];
-    let exit = steps.run_limited(&program, &limits);
-    steps.until = earlier;
+    let limits = [(Resource::RLIMIT_FSIZE, MAX_WRITTEN)];
+    let exit = reading_tool::run(steps, "the check", CHKTEX, CHKTEX, &args, deadline, &limits);
     // 0: nothing found; 2 and 3: warnings, errors.
     let ran = exit.is_some_and(|exit| {
         matches!(exit, Exit::Code(0 | 2 | 3)) || exit == Exit::Signal(Signal::SIGXFSZ as i32)

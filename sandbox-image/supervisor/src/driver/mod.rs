@@ -23,6 +23,7 @@ mod names;
 mod opened;
 mod passes;
 mod preamble;
+mod reading_tool;
 mod recorder;
 mod reruns;
 mod state;
@@ -66,8 +67,8 @@ extern "C" fn on_alarm(_signal: nix::libc::c_int) {
 /// verdict under `halt_on_error` rests on it, not on the log, which the document can rewrite.
 const ENGINE_FAILED: i32 = 1;
 
-/// What a step that only adds to the compile (the word count) leaves of the timeout, for the
-/// handover and the supervisor's taking of the outputs.
+/// What a step that only adds to the compile (a check, the word count) leaves of the timeout,
+/// for the handover and the supervisor's taking of the outputs.
 const MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn run() -> io::Result<()> {
@@ -119,14 +120,18 @@ pub fn run() -> io::Result<()> {
 
     lay_out(&mut steps, &spec, engine, &folder)?;
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
-    let findings = spec.check.and_then(|_| {
-        chktex::check(&mut steps, main_name, started + timeout.saturating_sub(MARGIN))
-    });
-    let found = findings.as_ref().map_or(0, Vec::len);
-    if spec.check == Some(CheckMode::Error) && found > 0 {
-        steps.trace.push(format!(
-            "texfleet: the document was not compiled: chktex found {found} problems and the check is \"error\""
-        ));
+    let tools_deadline = started + timeout.saturating_sub(MARGIN);
+    let findings = spec
+        .check
+        .and_then(|_| chktex::check(&mut steps, main_name, tools_deadline));
+    if spec.check == Some(CheckMode::Error) && findings.as_ref().is_none_or(|f| !f.is_empty()) {
+        steps.trace.push(match &findings {
+            Some(found) => format!(
+                "texfleet: the document was not compiled: chktex found {} problems and the check is \"error\"",
+                found.len()
+            ),
+            None => "texfleet: the document was not compiled: chktex did not check it and the check is \"error\"".into(),
+        });
         let driver_state = DriverState {
             findings,
             ..DriverState::default()
@@ -212,11 +217,7 @@ pub fn run() -> io::Result<()> {
         false => Default::default(),
     };
     let word_count = match spec.wordcount {
-        true => word_count::count(
-            &mut steps,
-            main_name,
-            started + timeout.saturating_sub(MARGIN),
-        ),
+        true => word_count::count(&mut steps, main_name, tools_deadline),
         false => None,
     };
     let driver_state = DriverState {
@@ -240,8 +241,8 @@ pub fn run() -> io::Result<()> {
     Ok(())
 }
 
-/// Hands `state` and `format` over to the supervisor. It only speeds up the next compile and
-/// carries what was asked besides: this one's verdict and log stand without it.
+/// Hands `state` and `format` over to the supervisor: what speeds up the next compile, and a
+/// check's findings and a word count. This compile's verdict and log stand without it.
 fn hand_over(
     channel: fs::File,
     steps: &mut Steps,
@@ -250,7 +251,7 @@ fn hand_over(
 ) {
     if let Err(error) = handover::write(channel, state, format) {
         steps.trace.push(format!(
-            "texfleet: nothing handed on to the next compile: {error}"
+            "texfleet: nothing handed on (to the next compile, nor a check's findings or a word count): {error}"
         ));
     }
 }

@@ -1,52 +1,29 @@
 //! The word count a job can ask for (`"wordcount": true`): TeX Live's texcount on the main
 //! document and the files it includes, after the compile and after the files for the next
-//! compile are chosen. texcount opens the files a document names with Perl's two-argument
-//! `open`, which runs a name ending in `|` as a command (`%TC:insert \input{cmd|}`, a line TeX
-//! ignores): so it may start no process at all (`RLIMIT_NPROC` of 1, below the driver and
-//! itself), read only the job's files and TeX Live's, write nothing, and runs only where
-//! Landlock holds all of that. What it prints is the document's to shape (a `%TC:` comment
-//! changes texcount's output), so only a first line of exactly seven numbers counts.
+//! compile are chosen, run as a [`reading_tool`](super::reading_tool): texcount opens the files
+//! a document names with Perl's two-argument `open`, which runs a name ending in `|` as a
+//! command (`%TC:insert \input{cmd|}`, a line TeX ignores). What it prints is the document's
+//! to shape (a `%TC:` comment changes texcount's output), so only a first line of exactly seven
+//! numbers counts.
 
+use super::reading_tool;
 use super::steps::Steps;
-use crate::process::Program;
-use nix::sys::resource::Resource;
-use std::time::{Duration, Instant};
-use texfleet_sandbox::{WordCount, WORK_DIR};
+use std::time::Instant;
+use texfleet_sandbox::WordCount;
 
 const PERL: &str = "/usr/bin/perl";
 /// texcount, where Debian's texlive-extra-utils puts it (an image built without it skips the count).
 const TEXCOUNT: &str = "/usr/bin/texcount";
 /// The numbers of [`WordCount`], in its order.
 const TEMPLATE: &str = "-template={1} {2} {3} {4} {5} {6} {7}\\n";
-/// texcount reads a thesis in well under a second.
-const TIME: Duration = Duration::from_secs(5);
 /// The most of texcount's output read: one line of numbers.
 const MAX_OUTPUT: u64 = 4096;
 
 /// Counts the words of `main` (in the current folder), ending by `deadline` at the latest.
 pub fn count(steps: &mut Steps, main: &str, deadline: Instant) -> Option<WordCount> {
-    if !steps.files_confined {
-        steps.skip("the word count: Landlock does not confine this sandbox".into());
-        return None;
-    }
-    if std::fs::metadata(TEXCOUNT).is_err() {
-        steps.skip("the word count: this TeX Live's image has no texcount".into());
-        return None;
-    }
     let args = [TEXCOUNT, "-merge", "-utf8", "-q", TEMPLATE, main];
-    let program = Program::new(PERL, &args, &steps.environment)
-        .starting_only(&[])
-        .reading_only(&[WORK_DIR]);
-    let until = deadline.min(Instant::now() + TIME);
-    let earlier = steps
-        .until
-        .replace(steps.until.map_or(until, |u| u.min(until)));
-    let limits = [
-        (Resource::RLIMIT_CPU, TIME.as_secs()),
-        (Resource::RLIMIT_NPROC, 1),
-    ];
-    let exit = steps.run_limited(&program, &limits);
-    steps.until = earlier;
+    let what = "the word count";
+    let exit = reading_tool::run(steps, what, TEXCOUNT, PERL, &args, deadline, &[]);
     let counted = exit
         .filter(|exit| exit.success())
         .and_then(|_| parse(&steps.last_output(MAX_OUTPUT)));

@@ -1,0 +1,53 @@
+//! Running a tool that only reports on the sources (chktex, texcount): it reads what the
+//! document names and may be led by the document into more than reading (texcount's Perl
+//! `open` runs a name ending in `|`; a `.chktexrc` sets chktex's options). So it may start no
+//! process at all (`RLIMIT_NPROC` of 1, below the driver and itself), read only the job's files
+//! and TeX Live's, write nothing, and runs only where Landlock holds all of that, within a
+//! time of its own inside the job's.
+
+use super::steps::Steps;
+use crate::process::{Exit, Program};
+use nix::sys::resource::Resource;
+use std::time::{Duration, Instant};
+use texfleet_sandbox::WORK_DIR;
+
+/// What such a tool may take: each reads a thesis in well under a second.
+pub const TIME: Duration = Duration::from_secs(5);
+
+/// Runs `program` with `args` for `what` (as the log names the step), when `tool` is in the
+/// image, ending by `deadline` at the latest, under `limits` besides the common ones. How it
+/// ended, or None when it did not run (the log says why).
+pub fn run(
+    steps: &mut Steps,
+    what: &str,
+    tool: &str,
+    program: &str,
+    args: &[&str],
+    deadline: Instant,
+    limits: &[(Resource, u64)],
+) -> Option<Exit> {
+    if !steps.files_confined {
+        steps.skip(format!("{what}: Landlock does not confine this sandbox"));
+        return None;
+    }
+    if std::fs::metadata(tool).is_err() {
+        let name = tool.rsplit('/').next().unwrap_or(tool);
+        steps.skip(format!("{what}: this TeX Live's image has no {name}"));
+        return None;
+    }
+    let program = Program::new(program, args, &steps.environment)
+        .starting_only(&[])
+        .reading_only(&[WORK_DIR]);
+    let until = deadline.min(Instant::now() + TIME);
+    let earlier = steps
+        .until
+        .replace(steps.until.map_or(until, |u| u.min(until)));
+    let mut all = vec![
+        (Resource::RLIMIT_CPU, TIME.as_secs()),
+        (Resource::RLIMIT_NPROC, 1),
+    ];
+    all.extend_from_slice(limits);
+    let exit = steps.run_limited(&program, &all);
+    steps.until = earlier;
+    exit
+}
