@@ -16,11 +16,13 @@
 //! per address). The client is found from the top: the IPv4 /16 or IPv6 /32 holding the most,
 //! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
 //! many addresses and networks count as one. Of the connections of the clients tied for that,
-//! [`open::Open::to_close`] closes an idle one first and one serving a request last; between
-//! them, a newcomer (accepted less than [`EVICTION_GRACE`] ago, nothing heard from it) goes
-//! before a connection between two requests of its client, and that before one whose request
-//! is arriving, so that a party churning connections closes its own, not a client's whose
-//! request is on its way or who is about to send its next. A tie is never broken by address.
+//! [`open::Open::to_close`] closes a quiet one first (idle, or nothing heard from it for
+//! [`EVICTION_GRACE`]) and one serving a request last; between them, a newcomer (accepted less
+//! than the grace ago, nothing heard from it) goes before one whose request is arriving (a
+//! byte of it heard within the grace), and that before a connection between two requests of
+//! its client, so that a party churning connections, silent or sending a byte each, closes its
+//! own, not a client's whose request is on its way or who is about to send its next. A tie is
+//! never broken by address.
 //! Trusted proxies' connections carry everyone's requests: they are no client holding many,
 //! and go only when nothing else is open. One address holds at most `max_per_address`
 //! connections, except a trusted proxy.
@@ -67,8 +69,8 @@ pub struct Activity {
     connections: Weak<Connections>,
     in_flight: AtomicUsize,
     served: AtomicBool,
-    /// Bytes have been read from the connection.
-    heard: AtomicBool,
+    /// When bytes were last read from the connection before its first request.
+    heard: Mutex<Option<Instant>>,
     last_progress: Mutex<Instant>,
     /// The last frame taken of each answer being sent (the head is out, the body is not done),
     /// by request.
@@ -150,7 +152,7 @@ impl Connections {
                 connections: Arc::downgrade(self),
                 in_flight: AtomicUsize::new(0),
                 served: AtomicBool::new(false),
-                heard: AtomicBool::new(false),
+                heard: Mutex::new(None),
                 last_progress: Mutex::new(Instant::now()),
                 answers: Mutex::new(HashMap::new()),
                 next_request: AtomicU64::new(0),
@@ -273,13 +275,17 @@ impl Activity {
         *self.last_progress.lock().expect("not poisoned") = Instant::now();
     }
 
-    /// Bytes were read from the connection: a request is arriving, however slowly.
+    /// Bytes were read from the connection: before its first request, a request arriving,
+    /// however slowly, for as long as its bytes keep coming.
     pub fn hear(&self) {
-        self.heard.store(true, Ordering::Release);
+        if !self.served.load(Ordering::Acquire) {
+            *self.heard.lock().expect("not poisoned") = Some(Instant::now());
+        }
     }
 
-    fn heard(&self) -> bool {
-        self.heard.load(Ordering::Acquire)
+    /// When bytes were last read before the first request.
+    fn last_heard(&self) -> Option<Instant> {
+        *self.heard.lock().expect("not poisoned")
     }
 
     /// Accepted less than [`EVICTION_GRACE`] ago and no request yet: it has not had time to

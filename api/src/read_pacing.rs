@@ -257,17 +257,17 @@ pub struct Paced<S> {
     inner: S,
     meter: Meter,
     waiting: Option<Pin<Box<Sleep>>>,
-    /// Called once, when the first bytes are read.
-    first_bytes: Option<Box<dyn FnOnce() + Send>>,
+    /// Called on every read that brought bytes.
+    on_bytes: Box<dyn Fn() + Send>,
 }
 
 impl<S> Paced<S> {
-    pub fn new(inner: S, meter: Meter, first_bytes: impl FnOnce() + Send + 'static) -> Paced<S> {
+    pub fn new(inner: S, meter: Meter, on_bytes: impl Fn() + Send + 'static) -> Paced<S> {
         Paced {
             inner,
             meter,
             waiting: None,
-            first_bytes: Some(Box::new(first_bytes)),
+            on_bytes: Box::new(on_bytes),
         }
     }
 }
@@ -304,9 +304,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
         };
         self.meter.read(read);
         if read > 0 {
-            if let Some(first_bytes) = self.first_bytes.take() {
-                first_bytes();
-            }
+            (self.on_bytes)();
         }
         Poll::Ready(Ok(()))
     }

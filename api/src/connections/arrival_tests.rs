@@ -54,23 +54,46 @@ async fn a_client_gives_its_connection_between_requests_before_its_fresh_one() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_request_head_arriving_slowly_outlives_silent_newcomers() {
-    let connections = Connections::new(limits(2));
+async fn a_request_head_arriving_slowly_outlives_connections_that_stopped_sending() {
+    let connections = Connections::new(limits(3));
     let slow = connections.admit(sixteen(0), None);
     slow.activity.hear();
-    tokio::time::advance(EVICTION_GRACE * 3 / 2).await;
-    let silent = connections.admit(sixteen(1), None);
+    tokio::time::advance(Duration::from_millis(600)).await;
+    slow.activity.hear();
+    let one_byte = connections.admit(sixteen(1), None);
+    one_byte.activity.hear();
+    tokio::time::advance(Duration::from_millis(600)).await;
+    slow.activity.hear();
+    let silent = connections.admit(sixteen(2), None);
     tokio::time::advance(Duration::from_millis(10)).await;
-    let _arriving = connections.admit(sixteen(2), None);
+    // A silent newcomer goes first, then the arriving one heard from longest ago.
+    let arriving = connections.admit(sixteen(3), None);
     assert!(silent.activity.evicted.is_cancelled());
-    assert!(!slow.activity.evicted.is_cancelled());
-    // Among connections whose requests arrive, the oldest goes.
-    let newer = connections.admit(sixteen(3), None);
-    newer.activity.hear();
+    arriving.activity.hear();
     tokio::time::advance(Duration::from_millis(10)).await;
     let _arriving = connections.admit(sixteen(4), None);
-    assert!(!newer.activity.evicted.is_cancelled());
+    assert!(one_byte.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled());
+    // A head that stops arriving is quiet once the grace has passed since its last byte.
+    tokio::time::advance(EVICTION_GRACE).await;
+    let _arriving = connections.admit(sixteen(5), None);
     assert!(slow.activity.evicted.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_between_requests_outlives_connections_that_sent_a_byte() {
+    let connections = Connections::new(limits(3));
+    let asking = connections.admit(sixteen(0), None);
+    drop(asking.activity.begin());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    let bytes: Vec<Slot> = (1..=2)
+        .map(|n| connections.admit(sixteen(n), None))
+        .collect();
+    bytes.iter().for_each(|slot| slot.activity.hear());
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let _arriving = connections.admit(sixteen(3), None);
+    assert!(!asking.activity.evicted.is_cancelled());
+    assert_eq!(bytes.iter().filter(|s| s.activity.evicted.is_cancelled()).count(), 1);
 }
 
 /// A connection accepted on loopback, its server side's descriptor and its client side.

@@ -63,36 +63,42 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
         .filter(|(_, c)| counts(c.address) == heaviest)
         .map(|(id, c)| (*id, c))
         .collect();
-    let past_grace = |at: Instant| now.saturating_duration_since(at) >= EVICTION_GRACE;
-    let silent = |c: &open::Connection| c.state == Some(State::Unserved) && !c.activity.heard();
+    let quiet = |at: Instant| now.saturating_duration_since(at) >= EVICTION_GRACE;
     let idle_since = |c: &open::Connection| match c.state {
         Some(State::Idle(since)) => Some(since),
         _ => None,
     };
+    let unserved = |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving(_)));
+    // Quiet since: the last byte of a request arriving, else the accept.
+    let quiet_since = |c: &open::Connection| c.activity.last_heard().unwrap_or(c.accepted);
     let long_quiet = tied.iter().filter_map(|&(id, c)| match idle_since(c) {
-        Some(since) if past_grace(since) => Some((since, id)),
-        None if silent(c) && past_grace(c.accepted) => Some((c.accepted, id)),
-        _ => None,
+        Some(since) => quiet(since).then_some((since, id)),
+        None if unserved(c) => quiet(quiet_since(c)).then_some((quiet_since(c), id)),
+        None => None,
     });
     if let Some((_, id)) = long_quiet.min() {
         return Some(id);
     }
-    let newest = tied.iter().filter(|(_, c)| silent(c)).max_by_key(|(id, _)| *id);
-    if let Some(&(id, newcomer)) = newest {
+    let silent = |c: &open::Connection| unserved(c) && c.activity.last_heard().is_none();
+    let newest = tied.iter().filter(|(_, c)| silent(c)).map(|&(id, _)| id).max();
+    let arriving = tied
+        .iter()
+        .filter(|(_, c)| unserved(c) && !silent(c))
+        .map(|&(id, c)| (quiet_since(c), id))
+        .min()
+        .map(|(_, id)| id);
+    if let Some(fresh) = newest.or(arriving) {
+        let address = open.by_id[&fresh].address;
         let own_idle = open
             .by_id
             .iter()
-            .filter(|(_, c)| c.address == newcomer.address)
+            .filter(|(_, c)| c.address == address)
             .filter_map(|(id, c)| Some((idle_since(c)?, *id)))
             .min();
-        return Some(own_idle.map_or(id, |(_, id)| id));
+        return Some(own_idle.map_or(fresh, |(_, id)| id));
     }
     let idle = tied.iter().filter_map(|&(id, c)| Some((idle_since(c)?, id)));
     if let Some((_, id)) = idle.min() {
-        return Some(id);
-    }
-    let arriving = |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving));
-    if let Some(&(id, _)) = tied.iter().filter(|(_, c)| arriving(c)).min_by_key(|(id, _)| *id) {
         return Some(id);
     }
     tied.iter()
@@ -141,9 +147,14 @@ proptest! {
                 }
                 // Events a millisecond apart: two newcomers accepted at one instant would tie.
                 tokio::time::advance(Duration::from_millis(1)).await;
-                let mut open = connections.open.lock().unwrap();
-                let walked = walked(&open, Instant::now());
-                assert_eq!(open.to_close(), walked);
+                // Compared once the lock is given back: a failure then unwinds through the
+                // slots' drops, which take it.
+                let (chosen, walked) = {
+                    let mut open = connections.open.lock().unwrap();
+                    let walked = walked(&open, Instant::now());
+                    (open.to_close(), walked)
+                };
+                assert_eq!(chosen, walked);
             }
         });
     }

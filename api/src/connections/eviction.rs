@@ -23,19 +23,21 @@ thread_local! {
 impl Open {
     /// The connection to close to make room, of the clients tied for holding the most (from
     /// the widest networks down to the address, see [`super::standing`]):
-    /// 1. an idle one: served and quiet for [`EVICTION_GRACE`], or silent that long since its
-    ///    accept; the longest quiet;
-    /// 2. a newcomer, silent since an accept less than [`EVICTION_GRACE`] ago: the newest, or
-    ///    rather its client's idle connection if it has one (a client between requests keeps
-    ///    its connection while another party churns, but gives an idle one before a fresh one);
-    /// 3. one idle after a request for less than [`EVICTION_GRACE`], the longest quiet;
-    /// 4. one whose request is arriving (bytes of it read or waiting unread), the oldest;
+    /// 1. a quiet one: served and idle for [`EVICTION_GRACE`], or with no request and nothing
+    ///    heard from it for that long (since its accept, or since the last byte of a request
+    ///    that stopped arriving); the longest quiet;
+    /// 2. a newcomer, silent since an accept less than [`EVICTION_GRACE`] ago: the newest;
+    /// 3. one whose request is arriving, a byte of it heard within [`EVICTION_GRACE`] (read,
+    ///    or waiting unread before any was read): the one heard from longest ago;
+    /// 4. one idle after a request for less than [`EVICTION_GRACE`], the longest quiet: a
+    ///    client between requests has shown it is one, which no byte does;
     /// 5. one serving a request, the longest quiet.
     ///
-    /// Whether a connection counted as silent was heard from since is looked at when it is
-    /// about to be chosen, [`LOOKS`] at most per choice. A tie is never broken by address: a
-    /// client alone in its /24 beside many others alone in theirs would then be closed for its
-    /// number. Trusted proxies' connections go only when nothing else is open.
+    /// In 2 and 3, a client that has an idle connection gives it instead of a fresh one. Whether
+    /// a connection with no request was heard from since its state last said is looked at when
+    /// it is about to be chosen, [`LOOKS`] at most per choice. A tie is never broken by
+    /// address: a client alone in its /24 beside many others alone in theirs would then be
+    /// closed for its number. Trusted proxies' connections go only when nothing else is open.
     pub(super) fn to_close(&mut self) -> Option<u64> {
         let now = Instant::now();
         let mut looks = 0;
@@ -45,31 +47,31 @@ impl Open {
             };
             let mut look = |open: &mut Open, id: u64| {
                 looks += 1;
-                looks <= LOOKS && open.heard_since(id)
+                looks <= LOOKS && open.look(id, now)
             };
-            let accepted = |open: &Open, id: u64| open.by_id.get(&id).map(|c| (c.accepted, id));
-            let silent = offer
-                .oldest_unserved
-                .and_then(|id| accepted(self, id))
-                .filter(|(accepted, _)| now.saturating_duration_since(*accepted) >= EVICTION_GRACE);
-            let long_idle = offer
-                .longest_idle
-                .filter(|(since, _)| now.saturating_duration_since(*since) >= EVICTION_GRACE);
-            if let Some((_, id)) = [silent, long_idle].into_iter().flatten().min() {
-                if Some(id) == offer.oldest_unserved && look(self, id) {
+            let quiet = |at: &Instant| now.saturating_duration_since(*at) >= EVICTION_GRACE;
+            let accepted = |id: u64| self.by_id.get(&id).map(|c| (c.accepted, id));
+            let silent = offer.oldest_unserved.and_then(accepted).filter(|(at, _)| quiet(at));
+            let idle = offer.longest_idle.filter(|(at, _)| quiet(at));
+            let stalled = offer.oldest_arriving.filter(|(at, _)| quiet(at));
+            if let Some((_, id)) = [silent, idle, stalled].into_iter().flatten().min() {
+                if Some(id) != idle.map(|(_, id)| id) && look(self, id) {
                     continue;
                 }
                 return Some(id);
             }
-            if let Some(newest) = offer.newest_unserved {
-                if look(self, newest) {
+            let fresh = offer
+                .newest_unserved
+                .or(offer.oldest_arriving.map(|(_, id)| id));
+            if let Some(fresh) = fresh {
+                if look(self, fresh) {
                     continue;
                 }
-                let address = self.by_id.get(&newest).map(|c| c.address);
+                let address = self.by_id.get(&fresh).map(|c| c.address);
                 let idle = address.and_then(|a| self.standings.longest_idle_of(a));
-                return Some(idle.unwrap_or(newest));
+                return Some(idle.unwrap_or(fresh));
             }
-            if let Some(id) = offer.longest_idle.map(|(_, id)| id).or(offer.oldest_arriving) {
+            if let Some((_, id)) = offer.longest_idle {
                 return Some(id);
             }
             let serving = self.standings.heaviest_serving(SERVING_COMPARED);

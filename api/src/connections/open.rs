@@ -22,15 +22,17 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// Whether bytes of a request have arrived, read or waiting to be.
-    fn heard(&self) -> bool {
+    /// When bytes of a request last arrived: read, or, until any is read, waiting unread now
+    /// (its task has not read since the accept).
+    fn last_heard(&self, now: Instant) -> Option<Instant> {
         let mut byte = [MaybeUninit::uninit()];
         let waiting = |socket: &OwnedFd| {
             socket2::SockRef::from(socket)
                 .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT)
                 .is_ok_and(|read| read > 0)
         };
-        self.activity.heard() || self.socket.as_ref().is_some_and(waiting)
+        let read = self.activity.last_heard();
+        read.or_else(|| self.socket.as_ref().is_some_and(waiting).then_some(now))
     }
 }
 
@@ -108,22 +110,25 @@ impl Open {
             .change(connection.address, id, Some(old), Some(new));
     }
 
-    /// Whether connection `id`, counted as having sent nothing, was heard from since: it is
-    /// then counted as arriving.
-    pub(super) fn heard_since(&mut self, id: u64) -> bool {
+    /// Looks whether connection `id`, which has had no request, was heard from since its
+    /// state last said: if so its state follows (arriving, since its last byte), and the
+    /// answer is true.
+    pub(super) fn look(&mut self, id: u64, now: Instant) -> bool {
         let Some(connection) = self.by_id.get_mut(&id) else {
             return false;
         };
-        if connection.state != Some(State::Unserved) || !connection.heard() {
+        let old = connection.state;
+        let known = match old {
+            Some(State::Unserved) => None,
+            Some(State::Arriving(last)) => Some(last),
+            _ => return false,
+        };
+        let Some(heard) = connection.last_heard(now).filter(|&heard| Some(heard) > known) else {
             return false;
-        }
-        connection.state = Some(State::Arriving);
-        self.standings.change(
-            connection.address,
-            id,
-            Some(State::Unserved),
-            Some(State::Arriving),
-        );
+        };
+        let new = Some(State::Arriving(heard));
+        connection.state = new;
+        self.standings.change(connection.address, id, old, new);
         true
     }
 

@@ -34,21 +34,23 @@ pub(super) enum State {
     /// No request yet, and none of one seen at the last look: quiet since its accept, which
     /// its id orders.
     Unserved,
-    /// No request yet, but bytes of one have arrived: on its way, since its accept.
-    Arriving,
+    /// No request yet, but bytes of one have arrived, the last of them (as last looked at) at
+    /// the instant.
+    Arriving(Instant),
     /// Served, no request in flight since the instant.
     Idle(Instant),
     Serving,
 }
 
 /// The connections of a set that each class would close first: the oldest and newest that
-/// never had a request, the one idle longest after its last, and the oldest arriving.
+/// never had a request, the one idle longest after its last, and the arriving one whose last
+/// byte came longest ago.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Offer {
     pub oldest_unserved: Option<u64>,
     pub newest_unserved: Option<u64>,
     pub longest_idle: Option<(Instant, u64)>,
-    pub oldest_arriving: Option<u64>,
+    pub oldest_arriving: Option<(Instant, u64)>,
 }
 
 /// Children with one standing, ordered by what each offers.
@@ -58,7 +60,7 @@ struct Group {
     oldest_unserved: BTreeSet<(u64, IpAddr)>,
     newest_unserved: BTreeSet<(u64, IpAddr)>,
     longest_idle: BTreeSet<((Instant, u64), IpAddr)>,
-    oldest_arriving: BTreeSet<(u64, IpAddr)>,
+    oldest_arriving: BTreeSet<((Instant, u64), IpAddr)>,
 }
 
 impl Group {
@@ -67,7 +69,7 @@ impl Group {
             oldest_unserved: self.oldest_unserved.first().map(|(id, _)| *id),
             newest_unserved: self.newest_unserved.last().map(|(id, _)| *id),
             longest_idle: self.longest_idle.first().map(|(idle, _)| *idle),
-            oldest_arriving: self.oldest_arriving.first().map(|(id, _)| *id),
+            oldest_arriving: self.oldest_arriving.first().map(|(arriving, _)| *arriving),
         }
     }
 
@@ -82,8 +84,8 @@ impl Group {
         if let Some(idle) = offer.longest_idle {
             edit(&mut self.longest_idle, (idle, child), add);
         }
-        if let Some(id) = offer.oldest_arriving {
-            edit(&mut self.oldest_arriving, (id, child), add);
+        if let Some(arriving) = offer.oldest_arriving {
+            edit(&mut self.oldest_arriving, (arriving, child), add);
         }
     }
 }
@@ -134,7 +136,7 @@ struct Network {
 #[derive(Default)]
 struct Address {
     unserved: BTreeSet<u64>,
-    arriving: BTreeSet<u64>,
+    arriving: BTreeSet<(Instant, u64)>,
     idle: BTreeSet<(Instant, u64)>,
     serving: BTreeSet<u64>,
 }
@@ -147,7 +149,7 @@ impl Address {
     fn change(&mut self, id: u64, state: State, add: bool) {
         match state {
             State::Unserved => edit(&mut self.unserved, id, add),
-            State::Arriving => edit(&mut self.arriving, id, add),
+            State::Arriving(since) => edit(&mut self.arriving, (since, id), add),
             State::Idle(since) => edit(&mut self.idle, (since, id), add),
             State::Serving => edit(&mut self.serving, id, add),
         }

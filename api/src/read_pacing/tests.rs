@@ -252,7 +252,7 @@ async fn an_address_is_forgiven_minutes_after_its_flood_however_much_it_sent() {
 }
 
 #[tokio::test]
-async fn the_first_bytes_read_are_told_once() {
+async fn every_read_that_brings_bytes_is_told() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let pacing = ReadPacing::new();
     let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -266,5 +266,7 @@ async fn the_first_bytes_read_are_told_once() {
     paced.read_exact(&mut read).await.unwrap();
     client.write_all(b"T /").await.unwrap();
     paced.read_exact(&mut [0; 3]).await.unwrap();
-    assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 1);
+    drop(client);
+    assert_eq!(paced.read(&mut [0; 8]).await.unwrap(), 0);
+    assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 2, "the end is no bytes");
 }
