@@ -16,7 +16,7 @@
 //! per address). The client is found from the top: the IPv4 /16 or IPv6 /32 holding the most,
 //! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
 //! many addresses and networks count as one. Of the connections of the clients tied for that,
-//! [`open::Open::to_close`] closes a quiet one first (idle, or nothing heard from it for
+//! [`open::Open::choose_to_close`] closes a quiet one first (idle, or nothing heard from it for
 //! [`EVICTION_GRACE`]) and one serving a request last; between them, a newcomer (accepted less
 //! than the grace ago, nothing heard from it) goes before one whose request is arriving (a
 //! byte of it heard within the grace), and that before a connection between two requests of
@@ -140,7 +140,7 @@ impl Connections {
         let mut open = self.open.lock().expect("not poisoned");
         // Room is made before the connection is counted, so that it never closes itself.
         if open.by_id.len() >= self.limits.max_connections.max(1) {
-            if let Some(closed) = open.to_close().and_then(|id| open.remove(id)) {
+            if let Some(closed) = open.choose_to_close().and_then(|id| open.remove(id)) {
                 tracing::debug!("closing a connection to make room");
                 closed.evicted.cancel();
             }

@@ -146,7 +146,9 @@ mod tests {
         other_main.main = "a.tex".into();
         let mut other_year = job(&[("main.tex", "x"), ("a.tex", "y")]);
         other_year.texlive = "2022".into();
-        changed.extend([engine, halting, draft, counted, warned, stopped, longer, other_main, other_year]);
+        changed.extend([
+            engine, halting, draft, counted, warned, stopped, longer, other_main, other_year,
+        ]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

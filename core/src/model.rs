@@ -173,7 +173,6 @@ pub struct Job {
     pub synctex_sha256: Option<String>,
 }
 
-
 /// The paths of a job and of its outputs on this API, so that clients need not build URLs;
 /// an output's link is `null` while the job has none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]

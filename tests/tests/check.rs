@@ -39,12 +39,16 @@ async fn a_warn_check_reports_chktex_s_findings_beside_a_compiled_pdf() {
 
     let job = app.compile(checked(MAIN, Some("warn"))).await;
     assert_eq!(job["status"], "Succeeded", "{job:#}");
-    assert_eq!(job["reused_from"], Value::Null, "a check is a result of its own");
+    assert_eq!(
+        job["reused_from"],
+        Value::Null,
+        "a check is a result of its own"
+    );
     let findings = chktex_findings(&job);
     let spaced = |file: &str| {
-        findings.iter().find(|d| {
-            d["file"] == file && d["message"].as_str().unwrap().contains("punctuation")
-        })
+        findings
+            .iter()
+            .find(|d| d["file"] == file && d["message"].as_str().unwrap().contains("punctuation"))
     };
     let main = spaced("main.tex").unwrap_or_else(|| panic!("{job:#}"));
     assert_eq!((&main["line"], &main["column"]), (&json!(3), &json!(6)));
@@ -81,15 +85,23 @@ async fn an_error_check_fails_a_document_with_findings_without_compiling_it() {
 async fn a_line_of_a_megabyte_gets_a_bounded_check_and_tex_s_own_verdict() {
     let app = TestApp::spawn().await;
     let line = "a ,b ".repeat(200_000);
-    let latex = format!("\\documentclass{{article}}\n\\begin{{document}}\n{line}\n\\end{{document}}\n");
+    let latex =
+        format!("\\documentclass{{article}}\n\\begin{{document}}\n{line}\n\\end{{document}}\n");
     let job = app.compile(checked(&latex, Some("warn"))).await;
     let findings = chktex_findings(&job);
-    assert!(!findings.is_empty() && findings.len() <= 100, "{}", findings.len());
+    assert!(
+        !findings.is_empty() && findings.len() <= 100,
+        "{}",
+        findings.len()
+    );
     // TeX reads at most 200,000 characters of a line: the compile is TeX's to fail, the
     // check's findings stand beside its error.
     assert_eq!(job["status"], "Failed", "{job:#}");
     let log = app.log(job.id()).await;
-    assert!(log.contains("pdflatex pass 1"), "the compile ran after the check: {log}");
+    assert!(
+        log.contains("pdflatex pass 1"),
+        "the compile ran after the check: {log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -94,6 +94,9 @@ async fn a_name_that_texcount_would_open_as_a_command_runs_nothing() {
     assert_eq!(job["status"], "Succeeded", "{job:#}");
     let log = app.log(job.id()).await;
     assert!(!log.contains("RAN-BY-TEXCOUNT"), "{log}");
-    assert!(log.contains("ran perl /usr/bin/texcount"), "texcount ran: {log}");
+    assert!(
+        log.contains("ran perl /usr/bin/texcount"),
+        "texcount ran: {log}"
+    );
     assert!(app.text_of(job.id()).await.contains("Hello world"));
 }

@@ -93,7 +93,13 @@ async fn a_client_between_requests_outlives_connections_that_sent_a_byte() {
     tokio::time::advance(Duration::from_millis(10)).await;
     let _arriving = connections.admit(sixteen(3), None);
     assert!(!asking.activity.evicted.is_cancelled());
-    assert_eq!(bytes.iter().filter(|s| s.activity.evicted.is_cancelled()).count(), 1);
+    assert_eq!(
+        bytes
+            .iter()
+            .filter(|s| s.activity.evicted.is_cancelled())
+            .count(),
+        1
+    );
 }
 
 /// A connection accepted on loopback, its server side's descriptor and its client side.

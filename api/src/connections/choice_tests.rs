@@ -1,4 +1,4 @@
-//! The connection [`Open::to_close`] picks is the one a walk over every connection of the
+//! The connection [`Open::choose_to_close`] picks is the one a walk over every connection of the
 //! clients tied for holding the most would pick, whatever connections came, went, and began
 //! and ended requests before.
 
@@ -41,7 +41,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 /// The walk: every connection's counts from the widest network to its address, the greatest
-/// of them, and of the connections with it the first by the rule of [`Open::to_close`].
+/// of them, and of the connections with it the first by the rule of [`Open::choose_to_close`].
 fn walked(open: &Open, now: Instant) -> Option<u64> {
     let counts = |address: IpAddr| -> Vec<usize> {
         let mut counts: Vec<usize> = NETWORKS
@@ -68,7 +68,8 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
         Some(State::Idle(since)) => Some(since),
         _ => None,
     };
-    let unserved = |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving(_)));
+    let unserved =
+        |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving(_)));
     // Quiet since: the last byte of a request arriving, else the accept.
     let quiet_since = |c: &open::Connection| c.activity.last_heard().unwrap_or(c.accepted);
     let long_quiet = tied.iter().filter_map(|&(id, c)| match idle_since(c) {
@@ -80,7 +81,11 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
         return Some(id);
     }
     let silent = |c: &open::Connection| unserved(c) && c.activity.last_heard().is_none();
-    let newest = tied.iter().filter(|(_, c)| silent(c)).map(|&(id, _)| id).max();
+    let newest = tied
+        .iter()
+        .filter(|(_, c)| silent(c))
+        .map(|&(id, _)| id)
+        .max();
     let arriving = tied
         .iter()
         .filter(|(_, c)| unserved(c) && !silent(c))
@@ -97,7 +102,9 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
             .min();
         return Some(own_idle.map_or(fresh, |(_, id)| id));
     }
-    let idle = tied.iter().filter_map(|&(id, c)| Some((idle_since(c)?, id)));
+    let idle = tied
+        .iter()
+        .filter_map(|&(id, c)| Some((idle_since(c)?, id)));
     if let Some((_, id)) = idle.min() {
         return Some(id);
     }
@@ -152,7 +159,7 @@ proptest! {
                 let (chosen, walked) = {
                     let mut open = connections.open.lock().unwrap();
                     let walked = walked(&open, Instant::now());
-                    (open.to_close(), walked)
+                    (open.choose_to_close(), walked)
                 };
                 assert_eq!(chosen, walked);
             }

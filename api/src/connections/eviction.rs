@@ -38,7 +38,7 @@ impl Open {
     /// it is about to be chosen, [`LOOKS`] at most per choice. A tie is never broken by
     /// address: a client alone in its /24 beside many others alone in theirs would then be
     /// closed for its number. Trusted proxies' connections go only when nothing else is open.
-    pub(super) fn to_close(&mut self) -> Option<u64> {
+    pub(super) fn choose_to_close(&mut self) -> Option<u64> {
         let now = Instant::now();
         let mut looks = 0;
         loop {
@@ -51,7 +51,10 @@ impl Open {
             };
             let quiet = |at: &Instant| now.saturating_duration_since(*at) >= EVICTION_GRACE;
             let accepted = |id: u64| self.by_id.get(&id).map(|c| (c.accepted, id));
-            let silent = offer.oldest_unserved.and_then(accepted).filter(|(at, _)| quiet(at));
+            let silent = offer
+                .oldest_unserved
+                .and_then(accepted)
+                .filter(|(at, _)| quiet(at));
             let idle = offer.longest_idle.filter(|(at, _)| quiet(at));
             let stalled = offer.oldest_arriving.filter(|(at, _)| quiet(at));
             if let Some((_, id)) = [silent, idle, stalled].into_iter().flatten().min() {

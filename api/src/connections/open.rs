@@ -123,7 +123,10 @@ impl Open {
             Some(State::Arriving(last)) => Some(last),
             _ => return false,
         };
-        let Some(heard) = connection.last_heard(now).filter(|&heard| Some(heard) > known) else {
+        let Some(heard) = connection
+            .last_heard(now)
+            .filter(|&heard| Some(heard) > known)
+        else {
             return false;
         };
         let new = Some(State::Arriving(heard));

@@ -92,7 +92,8 @@ async fn a_client_whose_request_is_on_its_way_outlives_newcomers_churned_after_i
     tokio::time::advance(Duration::from_millis(20)).await;
     let mut churning = Vec::new();
     for net in 0..3 {
-        churning.push(connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, net, 1)), None));
+        churning
+            .push(connections.admit(IpAddr::V4(std::net::Ipv4Addr::new(127, 99, net, 1)), None));
         tokio::time::advance(Duration::from_millis(1)).await;
     }
     let _arriving = connections.admit(elsewhere(1), None);
@@ -166,7 +167,9 @@ async fn a_client_of_newcomers_only_gives_way_when_it_holds_the_most() {
     let connections = Connections::new(limits(3, 0));
     let idle = connections.admit(B, None);
     tokio::time::advance(Duration::from_secs(5)).await;
-    let newcomers: Vec<Slot> = (0..2).map(|_| connections.admit(elsewhere(1), None)).collect();
+    let newcomers: Vec<Slot> = (0..2)
+        .map(|_| connections.admit(elsewhere(1), None))
+        .collect();
     let _arriving = connections.admit("203.0.113.1".parse().unwrap(), None);
     assert!(!idle.activity.evicted.is_cancelled());
     assert_eq!(evicted(&newcomers), 1);
@@ -284,7 +287,10 @@ fn every_network_and_address_is_in_the_standings_until_its_last_connection_goes(
     ]
     .map(|peer| peer.parse().unwrap())
     .into();
-    let mut slots: Vec<Slot> = peers.iter().map(|peer| connections.admit(*peer, None)).collect();
+    let mut slots: Vec<Slot> = peers
+        .iter()
+        .map(|peer| connections.admit(*peer, None))
+        .collect();
     slots.push(connections.admit(peers[0], None));
     let nodes = |connections: &Connections| connections.open.lock().unwrap().standings.nodes();
     // IPv4: one /16 (its own /16 below it), two /24s, three addresses; IPv6: one /32, two

@@ -258,9 +258,13 @@ async fn every_read_that_brings_bytes_is_told() {
     let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (mut client, server) = tokio::io::duplex(64);
     let counter = told.clone();
-    let mut paced = Paced::new(server, pacing.meter("192.0.2.7".parse().unwrap(), false), move || {
-        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    });
+    let mut paced = Paced::new(
+        server,
+        pacing.meter("192.0.2.7".parse().unwrap(), false),
+        move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        },
+    );
     client.write_all(b"GE").await.unwrap();
     let mut read = [0; 2];
     paced.read_exact(&mut read).await.unwrap();
@@ -268,5 +272,9 @@ async fn every_read_that_brings_bytes_is_told() {
     paced.read_exact(&mut [0; 3]).await.unwrap();
     drop(client);
     assert_eq!(paced.read(&mut [0; 8]).await.unwrap(), 0);
-    assert_eq!(told.load(std::sync::atomic::Ordering::SeqCst), 2, "the end is no bytes");
+    assert_eq!(
+        told.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "the end is no bytes"
+    );
 }

@@ -190,7 +190,10 @@ fn parse_with(
 
     let check = match object.get("check") {
         None | Some(Value::Null) => None,
-        Some(value) => match value.as_str().and_then(|text| text.parse::<CheckMode>().ok()) {
+        Some(value) => match value
+            .as_str()
+            .and_then(|text| text.parse::<CheckMode>().ok())
+        {
             Some(check) => Some(check),
             None => {
                 errors.push(FieldError::new("check", r#"must be "warn" or "error""#));

@@ -11,8 +11,8 @@
 //! be remote. The scheduler trusts nothing it reads back: it re-checks order, names, types,
 //! sizes, the nonce and every value of the report.
 
-pub mod execution;
 mod driver_state;
+pub mod execution;
 mod handed_on;
 mod preamble_rules;
 pub mod shell_escape;
@@ -263,5 +263,4 @@ mod tests {
         assert_eq!(format, b"\n\0fm");
         assert!(read_job(&mut &input[..input.len() - 1], 1 << 20).is_err());
     }
-
 }

@@ -5,15 +5,21 @@
 //! than the project's files (never dot files) are there. What it prints is the document's to
 //! shape, so only lines in exactly the format asked for count, each bounded.
 
-use super::reading_tool;
+use super::reading_tool::{self, Tool};
 use super::steps::Steps;
 use crate::process::Exit;
 use nix::sys::resource::Resource;
 use nix::sys::signal::Signal;
 use std::time::Instant;
-use texfleet_sandbox::{Finding, MAX_FINDINGS};
+use texfleet_sandbox::{Finding, MAX_FINDINGS, WORK_DIR};
 
-const CHKTEX: &str = "/usr/bin/chktex";
+/// chktex, which reads the job's files and Debian's configuration of it.
+const CHKTEX: Tool = Tool {
+    what: "the check",
+    file: "/usr/bin/chktex",
+    program: "/usr/bin/chktex",
+    readable: &[WORK_DIR, "/etc/chktexrc"],
+};
 /// File, line, column, kind, warning number and message, a finding a line.
 const FORMAT: &str = "%f\t%l\t%c\t%k\t%n\t%m\n";
 /// The most of chktex's output read: [`MAX_FINDINGS`] findings of ordinary length.
@@ -28,7 +34,7 @@ pub fn check(steps: &mut Steps, main: &str, deadline: Instant) -> Option<Vec<Fin
     let format = format!("--format={FORMAT}");
     let args = ["-q", "-I1", &format, "--", main];
     let limits = [(Resource::RLIMIT_FSIZE, MAX_WRITTEN)];
-    let exit = reading_tool::run(steps, "the check", CHKTEX, CHKTEX, &args, deadline, &limits);
+    let exit = reading_tool::run(steps, &CHKTEX, &args, deadline, &limits);
     // 0: nothing found; 2 and 3: warnings, errors.
     let ran = exit.is_some_and(|exit| {
         matches!(exit, Exit::Code(0 | 2 | 3)) || exit == Exit::Signal(Signal::SIGXFSZ as i32)

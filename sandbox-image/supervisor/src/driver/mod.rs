@@ -243,12 +243,7 @@ pub fn run() -> io::Result<()> {
 
 /// Hands `state` and `format` over to the supervisor: what speeds up the next compile, and a
 /// check's findings and a word count. This compile's verdict and log stand without it.
-fn hand_over(
-    channel: fs::File,
-    steps: &mut Steps,
-    state: &DriverState,
-    format: &[u8],
-) {
+fn hand_over(channel: fs::File, steps: &mut Steps, state: &DriverState, format: &[u8]) {
     if let Err(error) = handover::write(channel, state, format) {
         steps.trace.push(format!(
             "texfleet: nothing handed on (to the next compile, nor a check's findings or a word count): {error}"

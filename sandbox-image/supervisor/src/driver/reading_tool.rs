@@ -9,35 +9,43 @@ use super::steps::Steps;
 use crate::process::{Exit, Program};
 use nix::sys::resource::Resource;
 use std::time::{Duration, Instant};
-use texfleet_sandbox::WORK_DIR;
 
 /// What such a tool may take: each reads a thesis in well under a second.
 pub const TIME: Duration = Duration::from_secs(5);
 
-/// Runs `program` with `args` for `what` (as the log names the step), when `tool` is in the
-/// image, ending by `deadline` at the latest, under `limits` besides the common ones. How it
-/// ended, or None when it did not run (the log says why).
+/// What such a tool is, and what it may read besides TeX Live's files.
+pub struct Tool {
+    /// The step, as the log names it.
+    pub what: &'static str,
+    /// The tool's file: without it in the image, the step is skipped.
+    pub file: &'static str,
+    /// What is started: the tool's file, or its interpreter.
+    pub program: &'static str,
+    pub readable: &'static [&'static str],
+}
+
+/// Runs `tool` with `args`, ending by `deadline` at the latest, under `limits` besides the
+/// common ones. How it ended, or None when it did not run (the log says why).
 pub fn run(
     steps: &mut Steps,
-    what: &str,
-    tool: &str,
-    program: &str,
+    tool: &Tool,
     args: &[&str],
     deadline: Instant,
     limits: &[(Resource, u64)],
 ) -> Option<Exit> {
+    let what = tool.what;
     if !steps.files_confined {
         steps.skip(format!("{what}: Landlock does not confine this sandbox"));
         return None;
     }
-    if std::fs::metadata(tool).is_err() {
-        let name = tool.rsplit('/').next().unwrap_or(tool);
+    if std::fs::metadata(tool.file).is_err() {
+        let name = tool.file.rsplit('/').next().unwrap_or(tool.file);
         steps.skip(format!("{what}: this TeX Live's image has no {name}"));
         return None;
     }
-    let program = Program::new(program, args, &steps.environment)
+    let program = Program::new(tool.program, args, &steps.environment)
         .starting_only(&[])
-        .reading_only(&[WORK_DIR]);
+        .reading_only(tool.readable);
     let until = deadline.min(Instant::now() + TIME);
     let earlier = steps
         .until

@@ -6,14 +6,18 @@
 //! to shape (a `%TC:` comment changes texcount's output), so only a first line of exactly seven
 //! numbers counts.
 
-use super::reading_tool;
+use super::reading_tool::{self, Tool};
 use super::steps::Steps;
 use std::time::Instant;
-use texfleet_sandbox::WordCount;
+use texfleet_sandbox::{WordCount, WORK_DIR};
 
-const PERL: &str = "/usr/bin/perl";
-/// texcount, where Debian's texlive-extra-utils puts it (an image built without it skips the count).
-const TEXCOUNT: &str = "/usr/bin/texcount";
+/// texcount, where Debian's texlive-extra-utils puts it, run by Perl: it reads the job's files.
+const TEXCOUNT: Tool = Tool {
+    what: "the word count",
+    file: "/usr/bin/texcount",
+    program: "/usr/bin/perl",
+    readable: &[WORK_DIR],
+};
 /// The numbers of [`WordCount`], in its order.
 const TEMPLATE: &str = "-template={1} {2} {3} {4} {5} {6} {7}\\n";
 /// The most of texcount's output read: one line of numbers.
@@ -21,9 +25,8 @@ const MAX_OUTPUT: u64 = 4096;
 
 /// Counts the words of `main` (in the current folder), ending by `deadline` at the latest.
 pub fn count(steps: &mut Steps, main: &str, deadline: Instant) -> Option<WordCount> {
-    let args = [TEXCOUNT, "-merge", "-utf8", "-q", TEMPLATE, main];
-    let what = "the word count";
-    let exit = reading_tool::run(steps, what, TEXCOUNT, PERL, &args, deadline, &[]);
+    let args = [TEXCOUNT.file, "-merge", "-utf8", "-q", TEMPLATE, main];
+    let exit = reading_tool::run(steps, &TEXCOUNT, &args, deadline, &[]);
     let counted = exit
         .filter(|exit| exit.success())
         .and_then(|_| parse(&steps.last_output(MAX_OUTPUT)));
