@@ -16,13 +16,13 @@
 //! per address). The client is found from the top: the IPv4 /16 or IPv6 /32 holding the most,
 //! within it the IPv6 /48, the /24 or /56, then the address (an IPv6 /64), so that one party's
 //! many addresses and networks count as one. Of the connections of the clients tied for that,
-//! [`open::Open::choose_to_close`] closes a quiet one first (idle, or nothing heard from it for
-//! [`EVICTION_GRACE`]) and one serving a request last; between them, a newcomer (accepted less
-//! than the grace ago, nothing heard from it) goes before one whose request is arriving (a
-//! byte of it heard within the grace), and that before a connection between two requests of
-//! its client, so that a party churning connections, silent or sending a byte each, closes its
-//! own, not a client's whose request is on its way or who is about to send its next. A tie is
-//! never broken by address.
+//! [`open::Open::choose_to_close`] closes a quiet one first (idle, nothing heard from it, or an
+//! answer nothing of which was taken, for [`EVICTION_GRACE`]) and one serving a request last;
+//! between them, a newcomer (accepted less than the grace ago, nothing heard from it) goes
+//! before one whose request is arriving (a byte of it heard within the grace), each the newest
+//! first, and those before a connection between two requests of its client, so that a party
+//! churning connections, silent or sending a byte each, closes its own, not a client's whose
+//! request is on its way or who is about to send its next. A tie is never broken by address.
 //! Trusted proxies' connections carry everyone's requests: they are no client holding many,
 //! and go only when nothing else is open. One address holds at most `max_per_address`
 //! connections, except a trusted proxy.

@@ -54,7 +54,7 @@ async fn a_client_gives_its_connection_between_requests_before_its_fresh_one() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_request_head_arriving_slowly_outlives_connections_that_stopped_sending() {
+async fn a_request_head_arriving_slowly_outlives_newer_arrivals_and_those_that_stopped() {
     let connections = Connections::new(limits(3));
     let slow = connections.admit(sixteen(0), None);
     slow.activity.hear();
@@ -66,17 +66,21 @@ async fn a_request_head_arriving_slowly_outlives_connections_that_stopped_sendin
     slow.activity.hear();
     let silent = connections.admit(sixteen(2), None);
     tokio::time::advance(Duration::from_millis(10)).await;
-    // A silent newcomer goes first, then the arriving one heard from longest ago.
+    // A silent newcomer goes first, then the newest arriving one.
     let arriving = connections.admit(sixteen(3), None);
     assert!(silent.activity.evicted.is_cancelled());
     arriving.activity.hear();
     tokio::time::advance(Duration::from_millis(10)).await;
     let _arriving = connections.admit(sixteen(4), None);
-    assert!(one_byte.activity.evicted.is_cancelled());
-    assert!(!slow.activity.evicted.is_cancelled());
-    // A head that stops arriving is quiet once the grace has passed since its last byte.
+    assert!(arriving.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled() && !one_byte.activity.evicted.is_cancelled());
+    // A head that stops arriving is quiet once the grace has passed since its last byte: the
+    // longest quiet goes first.
     tokio::time::advance(EVICTION_GRACE).await;
     let _arriving = connections.admit(sixteen(5), None);
+    assert!(one_byte.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled());
+    let _arriving = connections.admit(sixteen(6), None);
     assert!(slow.activity.evicted.is_cancelled());
 }
 
@@ -93,13 +97,7 @@ async fn a_client_between_requests_outlives_connections_that_sent_a_byte() {
     tokio::time::advance(Duration::from_millis(10)).await;
     let _arriving = connections.admit(sixteen(3), None);
     assert!(!asking.activity.evicted.is_cancelled());
-    assert_eq!(
-        bytes
-            .iter()
-            .filter(|s| s.activity.evicted.is_cancelled())
-            .count(),
-        1
-    );
+    assert_eq!(evicted(&bytes), 1);
 }
 
 /// A connection accepted on loopback, its server side's descriptor and its client side.
@@ -147,4 +145,28 @@ async fn a_second_descriptor_is_held_only_by_a_client_s_connection_until_its_fir
     assert!(!holds(&proxy));
     drop(client.activity.begin());
     assert!(!holds(&client));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_nobody_takes_goes_before_a_client_between_requests() {
+    let connections = Connections::new(limits(3));
+    let asking = connections.admit(sixteen(0), None);
+    let stalled: Vec<Slot> = (1..=2)
+        .map(|n| connections.admit(sixteen(n), None))
+        .collect();
+    let mut answers: Vec<InFlight> = stalled.iter().map(|s| s.activity.begin()).collect();
+    answers.iter_mut().for_each(InFlight::answering);
+    tokio::time::advance(EVICTION_GRACE).await;
+    drop(asking.activity.begin());
+    tokio::time::advance(Duration::from_millis(200)).await;
+    let _arriving = connections.admit(sixteen(3), None);
+    assert!(!asking.activity.evicted.is_cancelled());
+    assert_eq!(evicted(&stalled), 1);
+}
+
+fn evicted(slots: &[Slot]) -> usize {
+    slots
+        .iter()
+        .filter(|s| s.activity.evicted.is_cancelled())
+        .count()
 }

@@ -89,9 +89,8 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
     let arriving = tied
         .iter()
         .filter(|(_, c)| unserved(c) && !silent(c))
-        .map(|&(id, c)| (quiet_since(c), id))
-        .min()
-        .map(|(_, id)| id);
+        .map(|&(id, _)| id)
+        .max();
     if let Some(fresh) = newest.or(arriving) {
         let address = open.by_id[&fresh].address;
         let own_idle = open

@@ -25,10 +25,13 @@ impl Open {
     /// the widest networks down to the address, see [`super::standing`]):
     /// 1. a quiet one: served and idle for [`EVICTION_GRACE`], or with no request and nothing
     ///    heard from it for that long (since its accept, or since the last byte of a request
-    ///    that stopped arriving); the longest quiet;
+    ///    that stopped arriving); the longest quiet. Else one with an answer of which the
+    ///    client has taken nothing for that long (an HTTP/2 window left shut), the longest;
     /// 2. a newcomer, silent since an accept less than [`EVICTION_GRACE`] ago: the newest;
     /// 3. one whose request is arriving, a byte of it heard within [`EVICTION_GRACE`] (read,
-    ///    or waiting unread before any was read): the one heard from longest ago;
+    ///    or waiting unread before any was read): the newest, so that a party opening
+    ///    connections that each send a byte closes its own, not a head that has been arriving
+    ///    for longer;
     /// 4. one idle after a request for less than [`EVICTION_GRACE`], the longest quiet: a
     ///    client between requests has shown it is one, which no byte does;
     /// 5. one serving a request, the longest quiet.
@@ -63,16 +66,17 @@ impl Open {
                 }
                 return Some(id);
             }
-            let fresh = offer
-                .newest_unserved
-                .or(offer.oldest_arriving.map(|(_, id)| id));
-            if let Some(fresh) = fresh {
-                if look(self, fresh) {
+            if let Some(id) = self.longest_untaken_answer(now) {
+                return Some(id);
+            }
+            if let Some(newest) = offer.newest_unserved {
+                if look(self, newest) {
                     continue;
                 }
-                let address = self.by_id.get(&fresh).map(|c| c.address);
-                let idle = address.and_then(|a| self.standings.longest_idle_of(a));
-                return Some(idle.unwrap_or(fresh));
+                return Some(self.own_idle_or(newest));
+            }
+            if let Some(newest) = offer.newest_arriving {
+                return Some(self.own_idle_or(newest));
             }
             if let Some((_, id)) = offer.longest_idle {
                 return Some(id);
@@ -80,6 +84,26 @@ impl Open {
             let serving = self.standings.heaviest_serving(SERVING_COMPARED);
             return self.first_to_give_way(serving.into_iter(), now);
         }
+    }
+
+    /// Of [`SERVING_COMPARED`] serving connections of the tied clients, the one with an answer
+    /// of which nothing was taken for [`EVICTION_GRACE`], the longest.
+    fn longest_untaken_answer(&self, now: Instant) -> Option<u64> {
+        let serving = self.standings.heaviest_serving(SERVING_COMPARED);
+        serving
+            .into_iter()
+            .filter_map(|id| Some((self.by_id.get(&id)?.activity.oldest_answer_frame()?, id)))
+            .filter(|(taken, _)| now.saturating_duration_since(*taken) >= EVICTION_GRACE)
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    /// The idle connection of `fresh`'s client, if it has one: a client gives it before a
+    /// fresh one.
+    fn own_idle_or(&self, fresh: u64) -> u64 {
+        let address = self.by_id.get(&fresh).map(|c| c.address);
+        let idle = address.and_then(|a| self.standings.longest_idle_of(a));
+        idle.unwrap_or(fresh)
     }
 
     fn first_to_give_way(&self, ids: impl Iterator<Item = u64>, now: Instant) -> Option<u64> {

@@ -43,14 +43,17 @@ pub(super) enum State {
 }
 
 /// The connections of a set that each class would close first: the oldest and newest that
-/// never had a request, the one idle longest after its last, and the arriving one whose last
-/// byte came longest ago.
+/// never had a request, the one idle longest after its last, the arriving one whose last byte
+/// came longest ago, and the newest arriving one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Offer {
     pub oldest_unserved: Option<u64>,
     pub newest_unserved: Option<u64>,
     pub longest_idle: Option<(Instant, u64)>,
     pub oldest_arriving: Option<(Instant, u64)>,
+    pub newest_arriving: Option<u64>,
+    /// Whether any of them serves a request.
+    pub serving: bool,
 }
 
 /// Children with one standing, ordered by what each offers.
@@ -61,6 +64,10 @@ struct Group {
     newest_unserved: BTreeSet<(u64, IpAddr)>,
     longest_idle: BTreeSet<((Instant, u64), IpAddr)>,
     oldest_arriving: BTreeSet<((Instant, u64), IpAddr)>,
+    newest_arriving: BTreeSet<(u64, IpAddr)>,
+    /// The children with a connection serving a request, so that finding those never walks
+    /// the children without.
+    serving: BTreeSet<IpAddr>,
 }
 
 impl Group {
@@ -70,6 +77,8 @@ impl Group {
             newest_unserved: self.newest_unserved.last().map(|(id, _)| *id),
             longest_idle: self.longest_idle.first().map(|(idle, _)| *idle),
             oldest_arriving: self.oldest_arriving.first().map(|(arriving, _)| *arriving),
+            newest_arriving: self.newest_arriving.last().map(|(id, _)| *id),
+            serving: !self.serving.is_empty(),
         }
     }
 
@@ -86,6 +95,12 @@ impl Group {
         }
         if let Some(arriving) = offer.oldest_arriving {
             edit(&mut self.oldest_arriving, (arriving, child), add);
+        }
+        if let Some(id) = offer.newest_arriving {
+            edit(&mut self.newest_arriving, (id, child), add);
+        }
+        if offer.serving {
+            edit(&mut self.serving, child, add);
         }
     }
 }
@@ -137,6 +152,7 @@ struct Network {
 struct Address {
     unserved: BTreeSet<u64>,
     arriving: BTreeSet<(Instant, u64)>,
+    arriving_ids: BTreeSet<u64>,
     idle: BTreeSet<(Instant, u64)>,
     serving: BTreeSet<u64>,
 }
@@ -149,7 +165,10 @@ impl Address {
     fn change(&mut self, id: u64, state: State, add: bool) {
         match state {
             State::Unserved => edit(&mut self.unserved, id, add),
-            State::Arriving(since) => edit(&mut self.arriving, (since, id), add),
+            State::Arriving(since) => {
+                edit(&mut self.arriving, (since, id), add);
+                edit(&mut self.arriving_ids, id, add);
+            }
             State::Idle(since) => edit(&mut self.idle, (since, id), add),
             State::Serving => edit(&mut self.serving, id, add),
         }
@@ -219,6 +238,8 @@ impl Standings {
                 newest_unserved: address.unserved.last().copied(),
                 longest_idle: address.idle.first().copied(),
                 oldest_arriving: address.arriving.first().copied(),
+                newest_arriving: address.arriving_ids.last().copied(),
+                serving: !address.serving.is_empty(),
             };
             return Some((standing, offer));
         }
@@ -243,8 +264,9 @@ impl Standings {
         let Some((_, group)) = self.widest.heaviest() else {
             return found;
         };
-        // One iterator per level, so that a group of thousands is never listed whole.
-        let mut levels = vec![group.members.iter()];
+        // One iterator per level over the children with connections serving requests, so that
+        // a group of thousands is never listed whole.
+        let mut levels = vec![group.serving.iter()];
         while found.len() < limit {
             let Some(key) = levels.last_mut().map(Iterator::next) else {
                 break;
@@ -267,7 +289,7 @@ impl Standings {
                 .get(&key)
                 .and_then(|n| n.children.heaviest());
             if let Some((_, group)) = heaviest {
-                levels.push(group.members.iter());
+                levels.push(group.serving.iter());
             }
         }
         found
