@@ -18,11 +18,11 @@
 //! many addresses and networks count as one. Of the connections of the clients tied for that,
 //! [`open::Open::choose_to_close`] closes a quiet one first (idle, nothing heard from it, or an
 //! answer nothing of which was taken, for [`EVICTION_GRACE`]) and one serving a request last;
-//! between them, a newcomer (accepted less than the grace ago, nothing heard from it) goes
-//! before one whose request is arriving (a byte of it heard within the grace), each the newest
-//! first, and those before a connection between two requests of its client, so that a party
-//! churning connections, silent or sending a byte each, closes its own, not a client's whose
-//! request is on its way or who is about to send its next. A tie is never broken by address.
+//! between them, a newcomer (accepted less than the grace ago, nothing heard from it, the newest
+//! first) goes before one whose request is arriving (a byte of it heard within the grace, the
+//! fewest bytes first), and those before a connection between two requests of its client, so
+//! that a party churning connections, silent or sending a byte each, closes its own, not a
+//! client's whose request is on its way or who is about to send its next. A tie is never broken by address.
 //! Trusted proxies' connections carry everyone's requests: they are no client holding many,
 //! and go only when nothing else is open. One address holds at most `max_per_address`
 //! connections, except a trusted proxy.
@@ -30,6 +30,7 @@
 use crate::client_address::{counted_as, TrustedProxies};
 use crate::metrics;
 use open::Open;
+use standing::Heard;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::OwnedFd;
@@ -69,8 +70,8 @@ pub struct Activity {
     connections: Weak<Connections>,
     in_flight: AtomicUsize,
     served: AtomicBool,
-    /// When bytes were last read from the connection before its first request.
-    heard: Mutex<Option<Instant>>,
+    /// Bytes read from the connection before its first request.
+    heard: Mutex<Option<Heard>>,
     last_progress: Mutex<Instant>,
     /// The last frame taken of each answer being sent (the head is out, the body is not done),
     /// by request.
@@ -277,14 +278,19 @@ impl Activity {
 
     /// Bytes were read from the connection: before its first request, a request arriving,
     /// however slowly, for as long as its bytes keep coming.
-    pub fn hear(&self) {
+    pub fn hear(&self, bytes: usize) {
         if !self.served.load(Ordering::Acquire) {
-            *self.heard.lock().expect("not poisoned") = Some(Instant::now());
+            let mut heard = self.heard.lock().expect("not poisoned");
+            let before = heard.map_or(0, |h| h.bytes);
+            *heard = Some(Heard {
+                bytes: before.saturating_add(bytes as u64),
+                last: Instant::now(),
+            });
         }
     }
 
-    /// When bytes were last read before the first request.
-    fn last_heard(&self) -> Option<Instant> {
+    /// The bytes read before the first request.
+    fn heard(&self) -> Option<Heard> {
         *self.heard.lock().expect("not poisoned")
     }
 

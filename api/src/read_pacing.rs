@@ -258,11 +258,11 @@ pub struct Paced<S> {
     meter: Meter,
     waiting: Option<Pin<Box<Sleep>>>,
     /// Called on every read that brought bytes.
-    on_bytes: Box<dyn Fn() + Send>,
+    on_bytes: Box<dyn Fn(usize) + Send>,
 }
 
 impl<S> Paced<S> {
-    pub fn new(inner: S, meter: Meter, on_bytes: impl Fn() + Send + 'static) -> Paced<S> {
+    pub fn new(inner: S, meter: Meter, on_bytes: impl Fn(usize) + Send + 'static) -> Paced<S> {
         Paced {
             inner,
             meter,
@@ -304,7 +304,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Paced<S> {
         };
         self.meter.read(read);
         if read > 0 {
-            (self.on_bytes)();
+            (self.on_bytes)(read);
         }
         Poll::Ready(Ok(()))
     }

@@ -137,7 +137,7 @@ fn serve_connection(
     let peer = stream.peer_addr().map(|address| address.ip()).ok();
     let activity = slot.activity.clone();
     let heard = slot.activity.clone();
-    let stream = Paced::new(stream, meter.clone(), move || heard.hear());
+    let stream = Paced::new(stream, meter.clone(), move |bytes| heard.hear(bytes));
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let mut in_flight = activity.begin();
         if let Some(peer) = peer {

@@ -54,34 +54,38 @@ async fn a_client_gives_its_connection_between_requests_before_its_fresh_one() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_request_head_arriving_slowly_outlives_newer_arrivals_and_those_that_stopped() {
+async fn a_request_head_whose_bytes_keep_coming_outlives_one_byte_arrivals_old_and_new() {
     let connections = Connections::new(limits(3));
     let slow = connections.admit(sixteen(0), None);
-    slow.activity.hear();
-    tokio::time::advance(Duration::from_millis(600)).await;
-    slow.activity.hear();
+    slow.activity.hear(1);
+    for _ in 0..2 {
+        tokio::time::advance(Duration::from_millis(600)).await;
+        slow.activity.hear(1);
+    }
+    tokio::time::advance(Duration::from_millis(5)).await;
     let one_byte = connections.admit(sixteen(1), None);
-    one_byte.activity.hear();
-    tokio::time::advance(Duration::from_millis(600)).await;
-    slow.activity.hear();
+    one_byte.activity.hear(1);
     let silent = connections.admit(sixteen(2), None);
     tokio::time::advance(Duration::from_millis(10)).await;
-    // A silent newcomer goes first, then the newest arriving one.
-    let arriving = connections.admit(sixteen(3), None);
+    // A silent newcomer goes first.
+    let whole = connections.admit(sixteen(3), None);
     assert!(silent.activity.evicted.is_cancelled());
-    arriving.activity.hear();
+    whole.activity.hear(b"GET /healthz HTTP/1.1\r\n\r\n".len());
     tokio::time::advance(Duration::from_millis(10)).await;
-    let _arriving = connections.admit(sixteen(4), None);
-    assert!(arriving.activity.evicted.is_cancelled());
-    assert!(!slow.activity.evicted.is_cancelled() && !one_byte.activity.evicted.is_cancelled());
-    // A head that stops arriving is quiet once the grace has passed since its last byte: the
-    // longest quiet goes first.
-    tokio::time::advance(EVICTION_GRACE).await;
-    let _arriving = connections.admit(sixteen(5), None);
+    // Then the one heard the fewest bytes from: not the head whose bytes keep coming although
+    // its last came before, nor the request that has just arrived whole.
+    let longer = connections.admit(sixteen(5), None);
     assert!(one_byte.activity.evicted.is_cancelled());
-    assert!(!slow.activity.evicted.is_cancelled());
+    assert!(!slow.activity.evicted.is_cancelled() && !whole.activity.evicted.is_cancelled());
+    longer.activity.hear(100);
     let _arriving = connections.admit(sixteen(6), None);
     assert!(slow.activity.evicted.is_cancelled());
+    assert!(!whole.activity.evicted.is_cancelled());
+    // A request that stops arriving is quiet once the grace has passed since its last byte,
+    // and goes first.
+    tokio::time::advance(EVICTION_GRACE).await;
+    let _arriving = connections.admit(sixteen(7), None);
+    assert!(whole.activity.evicted.is_cancelled());
 }
 
 #[tokio::test(start_paused = true)]
@@ -93,7 +97,7 @@ async fn a_client_between_requests_outlives_connections_that_sent_a_byte() {
     let bytes: Vec<Slot> = (1..=2)
         .map(|n| connections.admit(sixteen(n), None))
         .collect();
-    bytes.iter().for_each(|slot| slot.activity.hear());
+    bytes.iter().for_each(|slot| slot.activity.hear(1));
     tokio::time::advance(Duration::from_millis(10)).await;
     let _arriving = connections.admit(sixteen(3), None);
     assert!(!asking.activity.evicted.is_cancelled());

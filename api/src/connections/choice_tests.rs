@@ -14,7 +14,7 @@ enum Step {
     End(usize),
     Close(usize),
     Wait(u64),
-    /// Bytes arrive on a connection.
+    /// Bytes arrive on a connection (how many, from the number).
     Hear(usize),
 }
 
@@ -71,7 +71,7 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
     let unserved =
         |c: &open::Connection| matches!(c.state, Some(State::Unserved | State::Arriving(_)));
     // Quiet since: the last byte of a request arriving, else the accept.
-    let quiet_since = |c: &open::Connection| c.activity.last_heard().unwrap_or(c.accepted);
+    let quiet_since = |c: &open::Connection| c.activity.heard().map_or(c.accepted, |h| h.last);
     let long_quiet = tied.iter().filter_map(|&(id, c)| match idle_since(c) {
         Some(since) => quiet(since).then_some((since, id)),
         None if unserved(c) => quiet(quiet_since(c)).then_some((quiet_since(c), id)),
@@ -80,7 +80,7 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
     if let Some((_, id)) = long_quiet.min() {
         return Some(id);
     }
-    let silent = |c: &open::Connection| unserved(c) && c.activity.last_heard().is_none();
+    let silent = |c: &open::Connection| unserved(c) && c.activity.heard().is_none();
     let newest = tied
         .iter()
         .filter(|(_, c)| silent(c))
@@ -88,9 +88,10 @@ fn walked(open: &Open, now: Instant) -> Option<u64> {
         .max();
     let arriving = tied
         .iter()
-        .filter(|(_, c)| unserved(c) && !silent(c))
-        .map(|&(id, _)| id)
-        .max();
+        .filter(|(_, c)| unserved(c))
+        .filter_map(|&(id, c)| c.activity.heard().map(|h| (h.bytes, h.last, id)))
+        .min()
+        .map(|(_, _, id)| id);
     if let Some(fresh) = newest.or(arriving) {
         let address = open.by_id[&fresh].address;
         let own_idle = open
@@ -146,7 +147,7 @@ proptest! {
                     Step::Wait(ms) => tokio::time::advance(Duration::from_millis(ms)).await,
                     // Fewer than a choice looks at, so that every look is the walk's.
                     Step::Hear(n) if !slots.is_empty() && heard < LOOKS => {
-                        slots[n % slots.len()].activity.hear();
+                        slots[n % slots.len()].activity.hear(n % 5 + 1);
                         heard += 1;
                     }
                     _ => {}

@@ -29,9 +29,10 @@ impl Open {
     ///    client has taken nothing for that long (an HTTP/2 window left shut), the longest;
     /// 2. a newcomer, silent since an accept less than [`EVICTION_GRACE`] ago: the newest;
     /// 3. one whose request is arriving, a byte of it heard within [`EVICTION_GRACE`] (read,
-    ///    or waiting unread before any was read): the newest, so that a party opening
-    ///    connections that each send a byte closes its own, not a head that has been arriving
-    ///    for longer;
+    ///    or waiting unread before any was read): the one heard the fewest bytes from, of
+    ///    those the one whose last byte came longest ago, so that a party opening connections
+    ///    that each send a byte closes its own: not a request that arrived whole, nor a head
+    ///    whose bytes keep coming once its second has come;
     /// 4. one idle after a request for less than [`EVICTION_GRACE`], the longest quiet: a
     ///    client between requests has shown it is one, which no byte does;
     /// 5. one serving a request, the longest quiet.
@@ -44,6 +45,8 @@ impl Open {
     pub(super) fn choose_to_close(&mut self) -> Option<u64> {
         let now = Instant::now();
         let mut looks = 0;
+        // Looks change no serving connection: the walk to them is made once.
+        let mut serving = None;
         loop {
             let Some(offer) = self.standings.heaviest_offer() else {
                 return self.first_to_give_way(self.proxies.iter().copied(), now);
@@ -66,7 +69,9 @@ impl Open {
                 }
                 return Some(id);
             }
-            if let Some(id) = self.longest_untaken_answer(now) {
+            let serving: &[u64] =
+                serving.get_or_insert_with(|| self.standings.heaviest_serving(SERVING_COMPARED));
+            if let Some(id) = self.longest_untaken_answer(serving, now) {
                 return Some(id);
             }
             if let Some(newest) = offer.newest_unserved {
@@ -75,23 +80,25 @@ impl Open {
                 }
                 return Some(self.own_idle_or(newest));
             }
-            if let Some(newest) = offer.newest_arriving {
-                return Some(self.own_idle_or(newest));
+            if let Some((_, _, least)) = offer.least_arrived {
+                if look(self, least) {
+                    continue;
+                }
+                return Some(self.own_idle_or(least));
             }
             if let Some((_, id)) = offer.longest_idle {
                 return Some(id);
             }
-            let serving = self.standings.heaviest_serving(SERVING_COMPARED);
-            return self.first_to_give_way(serving.into_iter(), now);
+            return self.first_to_give_way(serving.iter().copied(), now);
         }
     }
 
     /// Of [`SERVING_COMPARED`] serving connections of the tied clients, the one with an answer
     /// of which nothing was taken for [`EVICTION_GRACE`], the longest.
-    fn longest_untaken_answer(&self, now: Instant) -> Option<u64> {
-        let serving = self.standings.heaviest_serving(SERVING_COMPARED);
+    fn longest_untaken_answer(&self, serving: &[u64], now: Instant) -> Option<u64> {
         serving
-            .into_iter()
+            .iter()
+            .copied()
             .filter_map(|id| Some((self.by_id.get(&id)?.activity.oldest_answer_frame()?, id)))
             .filter(|(taken, _)| now.saturating_duration_since(*taken) >= EVICTION_GRACE)
             .min()

@@ -1,7 +1,7 @@
 //! The open connections: each one's address, activity and [`State`], and their
 //! [`Standings`], which a connection's arrival, departure and requests keep current.
 
-use super::standing::{Standings, State};
+use super::standing::{Heard, Standings, State};
 use super::Activity;
 use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
@@ -22,19 +22,28 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// When bytes of a request last arrived: read, or, until any is read, waiting unread now
-    /// (its task has not read since the accept).
-    fn last_heard(&self, now: Instant) -> Option<Instant> {
-        let mut byte = [MaybeUninit::uninit()];
+    /// The bytes of a request that arrived: read, or, until any is read, waiting unread now
+    /// (its task has not read since the accept), up to [`PEEKED`] of them.
+    fn heard(&self, now: Instant) -> Option<Heard> {
         let waiting = |socket: &OwnedFd| {
-            socket2::SockRef::from(socket)
-                .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-                .is_ok_and(|read| read > 0)
+            let mut bytes = [MaybeUninit::uninit(); PEEKED];
+            let peeked = socket2::SockRef::from(socket)
+                .recv_with_flags(&mut bytes, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+                .ok()
+                .filter(|&peeked| peeked > 0)?;
+            Some(Heard {
+                bytes: peeked as u64,
+                last: now,
+            })
         };
-        let read = self.activity.last_heard();
-        read.or_else(|| self.socket.as_ref().is_some_and(waiting).then_some(now))
+        let read = self.activity.heard();
+        read.or_else(|| self.socket.as_ref().and_then(waiting))
     }
 }
+
+/// How many bytes waiting unread a look counts at most: more than a request's head usually
+/// holds, so that one that arrived whole outranks a part of one.
+const PEEKED: usize = 4096;
 
 #[derive(Default)]
 pub(super) struct Open {
@@ -120,12 +129,12 @@ impl Open {
         let old = connection.state;
         let known = match old {
             Some(State::Unserved) => None,
-            Some(State::Arriving(last)) => Some(last),
+            Some(State::Arriving(heard)) => Some((heard.last, heard.bytes)),
             _ => return false,
         };
         let Some(heard) = connection
-            .last_heard(now)
-            .filter(|&heard| Some(heard) > known)
+            .heard(now)
+            .filter(|heard| Some((heard.last, heard.bytes)) > known)
         else {
             return false;
         };

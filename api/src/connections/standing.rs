@@ -34,24 +34,38 @@ pub(super) enum State {
     /// No request yet, and none of one seen at the last look: quiet since its accept, which
     /// its id orders.
     Unserved,
-    /// No request yet, but bytes of one have arrived, the last of them (as last looked at) at
-    /// the instant.
-    Arriving(Instant),
+    /// No request yet, but bytes of one have arrived (as last looked at).
+    Arriving(Heard),
     /// Served, no request in flight since the instant.
     Idle(Instant),
     Serving,
 }
 
+/// Bytes of a request heard before it began: how many, and when the last of them came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Heard {
+    pub bytes: u64,
+    pub last: Instant,
+}
+
+impl Heard {
+    /// Which arriving connection gives way first: the one heard the fewest bytes from, of
+    /// those the one whose last byte came longest ago.
+    fn rank(self, id: u64) -> (u64, Instant, u64) {
+        (self.bytes, self.last, id)
+    }
+}
+
 /// The connections of a set that each class would close first: the oldest and newest that
 /// never had a request, the one idle longest after its last, the arriving one whose last byte
-/// came longest ago, and the newest arriving one.
+/// came longest ago, and the arriving one that gives way first ([`Heard::rank`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Offer {
     pub oldest_unserved: Option<u64>,
     pub newest_unserved: Option<u64>,
     pub longest_idle: Option<(Instant, u64)>,
     pub oldest_arriving: Option<(Instant, u64)>,
-    pub newest_arriving: Option<u64>,
+    pub least_arrived: Option<(u64, Instant, u64)>,
     /// Whether any of them serves a request.
     pub serving: bool,
 }
@@ -64,7 +78,7 @@ struct Group {
     newest_unserved: BTreeSet<(u64, IpAddr)>,
     longest_idle: BTreeSet<((Instant, u64), IpAddr)>,
     oldest_arriving: BTreeSet<((Instant, u64), IpAddr)>,
-    newest_arriving: BTreeSet<(u64, IpAddr)>,
+    least_arrived: BTreeSet<((u64, Instant, u64), IpAddr)>,
     /// The children with a connection serving a request, so that finding those never walks
     /// the children without.
     serving: BTreeSet<IpAddr>,
@@ -77,7 +91,7 @@ impl Group {
             newest_unserved: self.newest_unserved.last().map(|(id, _)| *id),
             longest_idle: self.longest_idle.first().map(|(idle, _)| *idle),
             oldest_arriving: self.oldest_arriving.first().map(|(arriving, _)| *arriving),
-            newest_arriving: self.newest_arriving.last().map(|(id, _)| *id),
+            least_arrived: self.least_arrived.first().map(|(rank, _)| *rank),
             serving: !self.serving.is_empty(),
         }
     }
@@ -96,8 +110,8 @@ impl Group {
         if let Some(arriving) = offer.oldest_arriving {
             edit(&mut self.oldest_arriving, (arriving, child), add);
         }
-        if let Some(id) = offer.newest_arriving {
-            edit(&mut self.newest_arriving, (id, child), add);
+        if let Some(rank) = offer.least_arrived {
+            edit(&mut self.least_arrived, (rank, child), add);
         }
         if offer.serving {
             edit(&mut self.serving, child, add);
@@ -152,7 +166,7 @@ struct Network {
 struct Address {
     unserved: BTreeSet<u64>,
     arriving: BTreeSet<(Instant, u64)>,
-    arriving_ids: BTreeSet<u64>,
+    arriving_ranks: BTreeSet<(u64, Instant, u64)>,
     idle: BTreeSet<(Instant, u64)>,
     serving: BTreeSet<u64>,
 }
@@ -165,9 +179,9 @@ impl Address {
     fn change(&mut self, id: u64, state: State, add: bool) {
         match state {
             State::Unserved => edit(&mut self.unserved, id, add),
-            State::Arriving(since) => {
-                edit(&mut self.arriving, (since, id), add);
-                edit(&mut self.arriving_ids, id, add);
+            State::Arriving(heard) => {
+                edit(&mut self.arriving, (heard.last, id), add);
+                edit(&mut self.arriving_ranks, heard.rank(id), add);
             }
             State::Idle(since) => edit(&mut self.idle, (since, id), add),
             State::Serving => edit(&mut self.serving, id, add),
@@ -238,7 +252,7 @@ impl Standings {
                 newest_unserved: address.unserved.last().copied(),
                 longest_idle: address.idle.first().copied(),
                 oldest_arriving: address.arriving.first().copied(),
-                newest_arriving: address.arriving_ids.last().copied(),
+                least_arrived: address.arriving_ranks.first().copied(),
                 serving: !address.serving.is_empty(),
             };
             return Some((standing, offer));

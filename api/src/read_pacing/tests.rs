@@ -252,7 +252,7 @@ async fn an_address_is_forgiven_minutes_after_its_flood_however_much_it_sent() {
 }
 
 #[tokio::test]
-async fn every_read_that_brings_bytes_is_told() {
+async fn every_byte_read_is_told() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let pacing = ReadPacing::new();
     let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -261,8 +261,8 @@ async fn every_read_that_brings_bytes_is_told() {
     let mut paced = Paced::new(
         server,
         pacing.meter("192.0.2.7".parse().unwrap(), false),
-        move || {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        move |bytes| {
+            counter.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
         },
     );
     client.write_all(b"GE").await.unwrap();
@@ -274,7 +274,7 @@ async fn every_read_that_brings_bytes_is_told() {
     assert_eq!(paced.read(&mut [0; 8]).await.unwrap(), 0);
     assert_eq!(
         told.load(std::sync::atomic::Ordering::SeqCst),
-        2,
+        5,
         "the end is no bytes"
     );
 }
