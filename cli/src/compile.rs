@@ -83,6 +83,25 @@ fn year(value: &str) -> Result<String, String> {
 
 /// Compiles and says how the command ends.
 pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
+    compile(args, Keep::Pdf).await
+}
+
+/// Counts the words, by a compile that keeps no PDF, and says how the command ends.
+pub async fn count_words(mut args: CompileArgs) -> anyhow::Result<Exit> {
+    args.wordcount = true;
+    compile(args, Keep::WordCount).await
+}
+
+/// What the command keeps of a compile besides its diagnostics (and its log when it failed).
+#[derive(PartialEq)]
+enum Keep {
+    /// The PDF, written to a file.
+    Pdf,
+    /// The word count, printed on stdout.
+    WordCount,
+}
+
+async fn compile(args: CompileArgs, keep: Keep) -> anyhow::Result<Exit> {
     let format = args.output_format.format();
     let pdf_path = args
         .output
@@ -140,7 +159,7 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
     let errors = report::error_count(&job);
     let succeeded = job["status"] == "Succeeded";
     let mut written_pdf = None;
-    if succeeded {
+    if succeeded && keep == Keep::Pdf {
         let pdf = client.pdf(&id).await?;
         write_replacing(&pdf_path, &pdf)?;
         if format != OutputFormat::Json {
@@ -153,7 +172,8 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
         }
         written_pdf = Some(pdf_path.clone());
     }
-    let failed = !succeeded || (errors > 0 && !args.allow_errors);
+    let uncounted = keep == Keep::WordCount && !job["word_count"].is_object();
+    let failed = !succeeded || (errors > 0 && !args.allow_errors) || uncounted;
     let mut written_log = None;
     if failed && job["links"]["log"].is_string() {
         let log_path = pdf_path.with_extension("log");
@@ -183,8 +203,10 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<Exit> {
         if let Some(log) = &written_log {
             eprintln!("the log is in {}", log.display());
         }
-        if args.wordcount {
-            report::word_count(&job);
+        if keep == Keep::WordCount {
+            report::word_count(&job, &mut std::io::stdout());
+        } else if args.wordcount {
+            report::word_count(&job, &mut std::io::stderr());
         }
     }
     Ok(if failed {

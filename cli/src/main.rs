@@ -72,6 +72,10 @@ enum Command {
     /// Compile a document through a texfleet API (URL, token and project from flags or env).
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Compile(compile::CompileArgs),
+    /// Count a document's words with TeX Live's texcount, as editors show them: compiles it
+    /// through the API like `compile --wordcount`, prints the count and writes no PDF.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Wordcount(compile::CompileArgs),
     /// Show a job: its status, timings and diagnostics.
     Status(jobs::StatusArgs),
     /// Print a job's compile log.
@@ -140,6 +144,7 @@ async fn main() -> ExitCode {
     let client_command = matches!(
         cli.command,
         Command::Compile(_)
+            | Command::Wordcount(_)
             | Command::Status(_)
             | Command::Log(_)
             | Command::Cancel(_)
@@ -149,6 +154,7 @@ async fn main() -> ExitCode {
     );
     let result = match cli.command {
         Command::Compile(args) => compile::run(args).await,
+        Command::Wordcount(args) => compile::count_words(args).await,
         Command::Status(args) => jobs::status(args).await,
         Command::Log(args) => jobs::log(args).await,
         Command::Cancel(args) => jobs::cancel(args).await,
@@ -222,6 +228,7 @@ async fn serve_or_operate(
         | Command::Log(_)
         | Command::Cancel(_)
         | Command::Sync(_)
+        | Command::Wordcount(_)
         | Command::List(_)
         | Command::Webhook(_) => unreachable!("client commands read no configuration"),
     }

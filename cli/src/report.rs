@@ -67,17 +67,19 @@ pub fn diagnostics(job: &Value, format: OutputFormat, locations: &Locations) {
     }
 }
 
-/// texcount's count of the job's sources, on stderr, or why there is none.
-pub fn word_count(job: &Value) {
+/// texcount's count of the job's sources, or why there is none, on `out`.
+pub fn word_count(job: &Value, out: &mut impl std::io::Write) {
     let count = &job["word_count"];
-    match count.is_object() {
-        true => eprintln!(
+    // A closed stdout loses the line and nothing else.
+    let _ = match count.is_object() {
+        true => writeln!(
+            out,
             "words: {} in text, {} in headings, {} elsewhere (captions, footnotes); {} headings, {} floats, {} inline and {} displayed formulas",
             count["text_words"], count["header_words"], count["other_words"], count["headers"],
             count["floats"], count["inline_math"], count["displayed_math"]
         ),
-        false => eprintln!("no word count: texcount gave none (the log says why)"),
-    }
+        false => writeln!(out, "no word count: texcount gave none (the log says why)"),
+    };
 }
 
 /// How many LaTeX errors the job has (chktex's findings are not TeX's errors).

@@ -58,7 +58,7 @@ async fn a_document_that_reshapes_texcount_s_output_has_no_count_and_compiles() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_cli_prints_the_count() {
+async fn the_cli_prints_the_count_and_counts_without_writing_a_pdf() {
     let app = TestApp::spawn().await;
     let folder = tempfile::tempdir().unwrap();
     std::fs::write(folder.path().join("main.tex"), MAIN).unwrap();
@@ -74,6 +74,34 @@ async fn the_cli_prints_the_count() {
         printed.contains("words: 15 in text, 1 in headings, 3 elsewhere"),
         "{printed}"
     );
+    std::fs::remove_file(folder.path().join("main.pdf")).unwrap();
+
+    let output = texfleet_command(&app)
+        .args(["wordcount", "main.tex", "--files", "."])
+        .current_dir(folder.path())
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        printed.starts_with("words: 15 in text, 1 in headings, 3 elsewhere"),
+        "{printed}"
+    );
+    assert!(!folder.path().join("main.pdf").exists());
+
+    std::fs::write(
+        folder.path().join("main.tex"),
+        format!("%TC:newtemplate\n%TC:template 1 2 3\n{MAIN}"),
+    )
+    .unwrap();
+    let output = texfleet_command(&app)
+        .args(["wordcount", "main.tex", "--files", "."])
+        .current_dir(folder.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("no word count"), "{printed}");
 }
 
 /// What a document's Perl would do if texcount ran it: mark the log, forge the PDF.
