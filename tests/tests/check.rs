@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{texfleet_command, TestApp};
+use texfleet_e2e::{texfleet_in, TestApp};
 
 /// chktex finds a space before a comma on line 3 (column 6), and another in the part.
 const MAIN: &str = "\\documentclass{article}\n\\begin{document}\nHello ,world.\n\
@@ -110,11 +110,11 @@ async fn the_cli_checks_and_prints_findings_with_their_column() {
     let folder = tempfile::tempdir().unwrap();
     std::fs::write(folder.path().join("main.tex"), MAIN).unwrap();
     std::fs::write(folder.path().join("part.tex"), PART).unwrap();
-    let output = texfleet_command(&app)
-        .args(["compile", "main.tex", "--files", ".", "--check", "warn"])
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
+    let output = texfleet_in(
+        &app,
+        folder.path(),
+        &["compile", "main.tex", "--files", ".", "--check", "warn"],
+    );
     let printed = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains("main.tex:3:6: warning: "), "{printed}");

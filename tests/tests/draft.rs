@@ -4,7 +4,7 @@
 use base64::Engine as _;
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, texfleet_command, tiny_png, TestApp};
+use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, texfleet_in, tiny_png, TestApp};
 
 fn figure(body: &str, draft: bool) -> Value {
     json!({
@@ -73,11 +73,11 @@ async fn the_cli_compiles_a_draft() {
     )
     .unwrap();
     std::fs::write(folder.path().join("dot.png"), tiny_png()).unwrap();
-    let output = texfleet_command(&app)
-        .args(["compile", "main.tex", "--files", ".", "--draft"])
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
+    let output = texfleet_in(
+        &app,
+        folder.path(),
+        &["compile", "main.tex", "--files", ".", "--draft"],
+    );
     assert!(
         output.status.success(),
         "{}",

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{texfleet_command, TestApp};
+use texfleet_e2e::{texfleet_in, TestApp};
 
 const MAIN: &str = "\\documentclass{article}\n\\begin{document}\n\\section{Introduction}\n\
     Hello world, this is a test of five words. % not these\n\
@@ -63,11 +63,11 @@ async fn the_cli_prints_the_count_and_counts_without_writing_a_pdf() {
     let folder = tempfile::tempdir().unwrap();
     std::fs::write(folder.path().join("main.tex"), MAIN).unwrap();
     std::fs::write(folder.path().join("part.tex"), PART).unwrap();
-    let output = texfleet_command(&app)
-        .args(["compile", "main.tex", "--files", ".", "--wordcount"])
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
+    let output = texfleet_in(
+        &app,
+        folder.path(),
+        &["compile", "main.tex", "--files", ".", "--wordcount"],
+    );
     let printed = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{printed}");
     assert!(
@@ -76,11 +76,11 @@ async fn the_cli_prints_the_count_and_counts_without_writing_a_pdf() {
     );
     std::fs::remove_file(folder.path().join("main.pdf")).unwrap();
 
-    let output = texfleet_command(&app)
-        .args(["wordcount", "main.tex", "--files", "."])
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
+    let output = texfleet_in(
+        &app,
+        folder.path(),
+        &["wordcount", "main.tex", "--files", "."],
+    );
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
     assert!(
@@ -94,11 +94,11 @@ async fn the_cli_prints_the_count_and_counts_without_writing_a_pdf() {
         format!("%TC:newtemplate\n%TC:template 1 2 3\n{MAIN}"),
     )
     .unwrap();
-    let output = texfleet_command(&app)
-        .args(["wordcount", "main.tex", "--files", "."])
-        .current_dir(folder.path())
-        .output()
-        .unwrap();
+    let output = texfleet_in(
+        &app,
+        folder.path(),
+        &["wordcount", "main.tex", "--files", "."],
+    );
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(printed.contains("no word count"), "{printed}");
