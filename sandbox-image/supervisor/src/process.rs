@@ -29,6 +29,19 @@ impl Exit {
     }
 }
 
+/// What of the files a [`Program`] may touch, besides what its parent's layers allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Files {
+    /// What its parent may.
+    Inherited,
+    /// Write only these hierarchies, and of the job's tmpfs mounts read only these
+    /// ([`confine::restrict_files`]).
+    Writing(&'static [&'static str]),
+    /// Write nothing, and of the job's tmpfs mounts read only these
+    /// ([`confine::restrict_to_reading`]).
+    Reading(&'static [&'static str]),
+}
+
 /// A program to start: its absolute path (never searched for), its whole argument vector
 /// (`argv[0]` first), its whole environment, and what it may start in turn.
 pub struct Program {
@@ -38,11 +51,8 @@ pub struct Program {
     /// The programs this one may execute besides itself (see
     /// [`texfleet_sandbox::execution::restrict_execution`]); None leaves it what its parent may execute.
     pub may_start: Option<Vec<String>>,
-    /// The only hierarchies it may write, and of the job's tmpfs mounts read (see
-    /// [`confine::restrict_files`]); None leaves it what its parent may.
-    pub may_write: Option<&'static [&'static str]>,
-    /// `may_write` is only read, never written ([`confine::restrict_to_reading`]).
-    pub reads_only: bool,
+    /// What of the files it may write and read.
+    pub files: Files,
     /// Whether the restricted shell's record is open for it at [`shell_escape::RECORD_FD`].
     pub records_shell_escapes: bool,
 }
@@ -58,8 +68,7 @@ impl Program {
                 .collect(),
             environment: environment.to_vec(),
             may_start: None,
-            may_write: None,
-            reads_only: false,
+            files: Files::Inherited,
             records_shell_escapes: false,
         }
     }
@@ -72,14 +81,13 @@ impl Program {
 
     /// Lets the program write only `writable`, and read of the job's tmpfs mounts only that.
     pub fn writing_only(mut self, writable: &'static [&'static str]) -> Program {
-        self.may_write = Some(writable);
+        self.files = Files::Writing(writable);
         self
     }
 
     /// Lets the program write nothing, and read of the job's tmpfs mounts only `readable`.
     pub fn reading_only(mut self, readable: &'static [&'static str]) -> Program {
-        self.may_write = Some(readable);
-        self.reads_only = true;
+        self.files = Files::Reading(readable);
         self
     }
 
@@ -219,10 +227,10 @@ fn start(program: &Program, output: Option<&File>, limits: &[(Resource, u64)]) -
                 .open(shell_escape::RECORD_FILE)?;
             dup2(record.as_raw_fd(), shell_escape::RECORD_FD).map_err(io::Error::other)?;
         }
-        match program.may_write {
-            Some(readable) if program.reads_only => _ = confine::restrict_to_reading(readable)?,
-            Some(writable) => _ = confine::restrict_files(writable)?,
-            None => {}
+        match program.files {
+            Files::Reading(readable) => _ = confine::restrict_to_reading(readable)?,
+            Files::Writing(writable) => _ = confine::restrict_files(writable)?,
+            Files::Inherited => {}
         }
         match &program.may_start {
             Some(others) => texfleet_sandbox::execution::restrict_execution(&program.path, others),

@@ -157,13 +157,14 @@ impl EnginePrograms for Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::Files;
 
     #[test]
     fn every_engine_runs_with_restricted_shell_escape_under_its_fixed_job_name() {
         for engine in [Engine::Pdflatex, Engine::Xelatex, Engine::Lualatex] {
             let program = engine.pass("main.tex", true, false, None, &[]);
             assert_eq!(program.may_start, Some(shell_escape::executables()));
-            assert_eq!(program.may_write, Some(confine::ENGINE_WRITABLE));
+            assert_eq!(program.files, Files::Writing(confine::ENGINE_WRITABLE));
             assert!(program.records_shell_escapes);
             for expected in [
                 "-shell-restricted",
@@ -220,7 +221,7 @@ mod tests {
             .windows(3)
             .any(|w| w == ["&pdflatex", "mylatexformat.ltx", "main.tex"]));
         assert!(dump.args.iter().any(|a| a == "-no-shell-escape"));
-        assert_eq!(dump.may_write, Some(confine::ENGINE_WRITABLE));
+        assert_eq!(dump.files, Files::Writing(confine::ENGINE_WRITABLE));
         assert!(!dump.records_shell_escapes);
         assert!(Engine::Lualatex.dump("main.tex", &[]).is_none());
     }
