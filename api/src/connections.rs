@@ -22,10 +22,10 @@
 //! first) goes before one whose request is arriving (a byte of it heard within the grace, the
 //! fewest bytes first), and those before a connection between two requests of its client, so
 //! that a party churning connections, silent or sending a byte each, closes its own, not a
-//! client's whose request is on its way or who is about to send its next. A tie is never broken by address.
-//! Trusted proxies' connections carry everyone's requests: they are no client holding many,
-//! and go only when nothing else is open. One address holds at most `max_per_address`
-//! connections, except a trusted proxy.
+//! client's whose request is on its way or who is about to send its next. A tie is never
+//! broken by address. Trusted proxies' connections carry everyone's requests: they are no
+//! client holding many, and go only when nothing else is open. One address holds at most
+//! `max_per_address` connections, except a trusted proxy.
 
 use crate::client_address::{counted_as, TrustedProxies};
 use crate::metrics;
