@@ -1,4 +1,4 @@
-//! The outputs of a job: its PDF, its log and its SyncTeX file, streamed from object storage
+//! The outputs of a job: its PDF, its log, its SyncTeX file and its thumbnail, streamed from object storage
 //! (each download holds one of its project's places while it is read). Each is sent with a strong
 //! `ETag`, the SHA-256 of its bytes recorded by the scheduler that stored it, so a client that
 //! has it already gets `304 Not Modified` without a read of the object store. A job that
@@ -117,6 +117,57 @@ pub async fn get_synctex(
     .await
 }
 
+/// The first page of a Succeeded job that asked for it, as a PNG (`"thumbnail_width"`).
+#[utoipa::path(get, path = "/compile/{id}/thumbnail", tag = "compile", security(("bearer" = [])),
+    params(("id" = Uuid, Path, description = "Job id"),
+           ("If-None-Match" = Option<String>, Header, description = "An ETag of this image: 304 if it is the same")),
+    responses(
+        (status = 200, description = "The first page, as wide as the job asked", content_type = "image/png", body = PngBytes, headers(
+            ("ETag" = String, description = "Strong: the SHA-256 of the image"),
+            ("Content-Disposition" = String, description = "inline; filename=\"<short_job_id>-thumbnail.png\""),
+            ("X-Request-Id" = String, description = "The request's id"),
+        )),
+        (status = 304, description = "The client's copy (If-None-Match) is this image"),
+        (status = 404, description = "No such job in this project, or the job has no thumbnail", content_type = "application/problem+json", body = ProblemBody),
+        (status = 409, description = "The job has not ended yet (not_ready)", content_type = "application/problem+json", body = ProblemBody),
+        AuthenticatedProblems,
+    ))]
+pub async fn get_thumbnail(
+    State(state): State<AppState>,
+    auth: Authenticated,
+    Path(id): Path<String>,
+    request: HeaderMap,
+) -> Result<Response, Problem> {
+    let job = find_job(&state, &auth, &id).await?;
+    if !job.status.is_terminal() {
+        return Err(Problem::not_ready(format!(
+            "the job is {}; a thumbnail exists only once it has Succeeded",
+            job.status.as_str()
+        )));
+    }
+    let Some(key) = job.thumbnail_storage_key else {
+        return Err(Problem::not_found(format!(
+            "the job ended {} without a thumbnail (asked for with \"thumbnail_width\")",
+            job.status.as_str()
+        )));
+    };
+    let disposition = format!(
+        "inline; filename=\"{}-thumbnail.png\"",
+        short_job_id(job.id)
+    );
+    let etag = job.thumbnail_sha256.as_deref().map(strong_etag);
+    stream(
+        &state,
+        auth.project_id,
+        &key,
+        "image/png",
+        Some(disposition),
+        etag,
+        &request,
+    )
+    .await
+}
+
 /// An object streamed from the store with its type, disposition and strong `ETag`, or `304`
 /// when the client has it; `429` when the project has [`MAX_PER_PROJECT`] downloads in flight.
 async fn stream(
@@ -210,6 +261,12 @@ pub struct PdfBytes(Vec<u8>);
 #[derive(utoipa::ToSchema)]
 #[schema(value_type = String, format = Binary)]
 pub struct GzipBytes(Vec<u8>);
+
+/// A PNG's bytes, as the OpenAPI document names a binary body.
+#[allow(dead_code)] // read by the OpenAPI derive only
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct PngBytes(Vec<u8>);
 
 fn strong_etag(sha256: &str) -> HeaderValue {
     HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")

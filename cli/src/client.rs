@@ -162,18 +162,10 @@ impl Client {
         }
     }
 
-    /// The PDF of a Succeeded job.
-    pub async fn pdf(&self, id: &str) -> anyhow::Result<Vec<u8>> {
+    /// An output of a job that has it: `pdf`, `log` or `thumbnail`.
+    pub async fn output(&self, id: &str, output: &str) -> anyhow::Result<Vec<u8>> {
         let response = self
-            .send(true, || self.get(&format!("/compile/{id}/pdf")))
-            .await?;
-        Ok(response.bytes().await?.to_vec())
-    }
-
-    /// The log of a job that has one.
-    pub async fn log(&self, id: &str) -> anyhow::Result<Vec<u8>> {
-        let response = self
-            .send(true, || self.get(&format!("/compile/{id}/log")))
+            .send(true, || self.get(&format!("/compile/{id}/{output}")))
             .await?;
         Ok(response.bytes().await?.to_vec())
     }

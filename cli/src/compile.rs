@@ -38,9 +38,9 @@ pub struct CompileArgs {
     /// server's default year.
     #[arg(long, value_name = "YEAR", value_parser = year)]
     texlive: Option<String>,
-    /// Where to write the PDF; default: the main document's name with .pdf. The log goes
-    /// beside it (.log) when the compile failed or had errors.
-    #[arg(short, long, value_name = "PDF")]
+    /// Where to write the PDF (for `preview`, the PNG); default: the main document's name
+    /// with .pdf (.png). The log goes beside it (.log) when the compile failed or had errors.
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Seconds the compile may take (the server's default when omitted; `GET /info` tells
     /// its maximum).
@@ -67,6 +67,9 @@ pub struct CompileArgs {
     /// diagnostics, `error` fails the job, without compiling it, when chktex finds anything.
     #[arg(long, value_parser = ["warn", "error"])]
     check: Option<String>,
+    /// Render the first page as a PNG this many pixels wide, written beside the PDF (.png).
+    #[arg(long, value_name = "PIXELS", value_parser = clap::value_parser!(u32).range(16..=1200))]
+    thumbnail_width: Option<u32>,
     #[command(flatten)]
     output_format: OutputArgs,
     #[command(flatten)]
@@ -92,28 +95,54 @@ pub async fn count_words(mut args: CompileArgs) -> anyhow::Result<Exit> {
     compile(args, Keep::WordCount).await
 }
 
+/// Renders the first page as a PNG, by a compile that keeps no PDF, and says how the command
+/// ends.
+pub async fn preview(mut args: CompileArgs) -> anyhow::Result<Exit> {
+    args.thumbnail_width.get_or_insert(PREVIEW_WIDTH);
+    compile(args, Keep::Thumbnail).await
+}
+
+/// The width of `texfleet preview`'s image when none is asked for.
+const PREVIEW_WIDTH: u32 = 400;
+
 /// What the command keeps of a compile besides its diagnostics (and its log when it failed).
 #[derive(PartialEq)]
 enum Keep {
-    /// The PDF, written to a file.
+    /// The PDF, written to a file (and the thumbnail beside it, when asked for).
     Pdf,
     /// The word count, printed on stdout.
     WordCount,
+    /// The first page's thumbnail, written to a file.
+    Thumbnail,
 }
 
 async fn compile(args: CompileArgs, keep: Keep) -> anyhow::Result<Exit> {
     let format = args.output_format.format();
+    let default_extension = match keep {
+        Keep::Thumbnail => "png",
+        _ => "pdf",
+    };
     let pdf_path = args
         .output
         .clone()
-        .unwrap_or_else(|| args.main.with_extension("pdf"));
-    let (files, locations) = project(&args, &pdf_path)?;
+        .unwrap_or_else(|| args.main.with_extension(default_extension));
+    let thumbnail_path = match keep {
+        Keep::Thumbnail => Some(pdf_path.clone()),
+        _ => args.thumbnail_width.map(|_| pdf_path.with_extension("png")),
+    };
+    // What this command writes is never sent on its next run.
+    let written: Vec<PathBuf> = [Some(pdf_path.clone()), thumbnail_path.clone()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let (files, locations) = project(&args, &written)?;
     let client = Client::new(&args.server);
     let main = locations.main.clone().map(|(project, _)| project);
     let mut metadata = json!({ "project_id": client.project(), "main": main,
                                "engine": args.engine, "halt_on_error": args.halt_on_error,
                                "draft": args.draft, "wordcount": args.wordcount,
-                               "check": args.check, "cache": !args.no_cache });
+                               "check": args.check, "cache": !args.no_cache,
+                               "thumbnail_width": args.thumbnail_width });
     if let Some(timeout) = args.timeout {
         metadata["timeout_seconds"] = json!(timeout);
     }
@@ -159,32 +188,43 @@ async fn compile(args: CompileArgs, keep: Keep) -> anyhow::Result<Exit> {
     let errors = report::error_count(&job);
     let succeeded = job["status"] == "Succeeded";
     let mut written_pdf = None;
-    if succeeded && keep == Keep::Pdf {
-        let pdf = client.pdf(&id).await?;
-        write_replacing(&pdf_path, &pdf)?;
+    let write = |path: &Path, bytes: &[u8]| {
+        write_replacing(path, bytes)?;
         if format != OutputFormat::Json {
             eprintln!(
                 "wrote {} ({} bytes) in {:.1}s",
-                pdf_path.display(),
-                pdf.len(),
+                path.display(),
+                bytes.len(),
                 started.elapsed().as_secs_f64()
             );
         }
-        written_pdf = Some(pdf_path.clone());
+        anyhow::Ok(Some(path.to_path_buf()))
+    };
+    if succeeded && keep == Keep::Pdf {
+        written_pdf = write(&pdf_path, &client.output(&id, "pdf").await?)?;
     }
-    let uncounted = keep == Keep::WordCount && !job["word_count"].is_object();
-    let failed = !succeeded || (errors > 0 && !args.allow_errors) || uncounted;
+    let mut written_thumbnail = None;
+    if let (Some(path), true) = (&thumbnail_path, job["links"]["thumbnail"].is_string()) {
+        written_thumbnail = write(path, &client.output(&id, "thumbnail").await?)?;
+    }
+    let missing = match keep {
+        Keep::WordCount => !job["word_count"].is_object(),
+        Keep::Thumbnail => written_thumbnail.is_none(),
+        Keep::Pdf => false,
+    };
+    let failed = !succeeded || (errors > 0 && !args.allow_errors) || missing;
     let mut written_log = None;
     if failed && job["links"]["log"].is_string() {
         let log_path = pdf_path.with_extension("log");
-        let log = client.log(&id).await?;
+        let log = client.output(&id, "log").await?;
         write_replacing(&log_path, &log)?;
         written_log = Some(log_path);
     }
     if format == OutputFormat::Json {
         println!(
             "{}",
-            json!({ "job": job, "pdf": written_pdf, "log": written_log })
+            json!({ "job": job, "pdf": written_pdf, "thumbnail": written_thumbnail,
+                    "log": written_log })
         );
     } else {
         if !succeeded {
@@ -240,11 +280,14 @@ async fn follow(
 
 /// The files to send and where they are: the folder's (the main document among them), or the
 /// main document alone.
-fn project(args: &CompileArgs, pdf: &Path) -> anyhow::Result<(Vec<ProjectFile>, Locations)> {
+fn project(
+    args: &CompileArgs,
+    written: &[PathBuf],
+) -> anyhow::Result<(Vec<ProjectFile>, Locations)> {
     let given = args.main.display().to_string();
     let (files, root) = match &args.files {
         Some(dir) => (
-            project_files::collect(dir, &args.main, &[pdf.to_path_buf()])?,
+            project_files::collect(dir, &args.main, written)?,
             Some(dir.clone()),
         ),
         None => {

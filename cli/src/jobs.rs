@@ -88,7 +88,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<Exit> {
 pub async fn log(args: LogArgs) -> anyhow::Result<Exit> {
     let client = Client::new(&args.server);
     let id = args.id.to_string();
-    let log = client.log(&id).await?;
+    let log = client.output(&id, "log").await?;
     match (&args.output, args.format.format()) {
         (Some(path), _) => write_replacing(path, &log)?,
         (None, OutputFormat::Json) => {

@@ -76,6 +76,11 @@ enum Command {
     /// through the API like `compile --wordcount`, prints the count and writes no PDF.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Wordcount(compile::CompileArgs),
+    /// Render a document's first page as a PNG (`--thumbnail-width`, 400 pixels by default):
+    /// compiles it through the API, writes the image (`-o`, default: the document's name with
+    /// .png) and no PDF.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Preview(compile::CompileArgs),
     /// Show a job: its status, timings and diagnostics.
     Status(jobs::StatusArgs),
     /// Print a job's compile log.
@@ -145,6 +150,7 @@ async fn main() -> ExitCode {
         cli.command,
         Command::Compile(_)
             | Command::Wordcount(_)
+            | Command::Preview(_)
             | Command::Status(_)
             | Command::Log(_)
             | Command::Cancel(_)
@@ -155,6 +161,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compile(args) => compile::run(args).await,
         Command::Wordcount(args) => compile::count_words(args).await,
+        Command::Preview(args) => compile::preview(args).await,
         Command::Status(args) => jobs::status(args).await,
         Command::Log(args) => jobs::log(args).await,
         Command::Cancel(args) => jobs::cancel(args).await,
@@ -229,6 +236,7 @@ async fn serve_or_operate(
         | Command::Cancel(_)
         | Command::Sync(_)
         | Command::Wordcount(_)
+        | Command::Preview(_)
         | Command::List(_)
         | Command::Webhook(_) => unreachable!("client commands read no configuration"),
     }

@@ -71,6 +71,10 @@ impl Fields {
             self.add(b"check");
             self.add(check.as_str().as_bytes());
         }
+        if let Some(width) = job.thumbnail_width {
+            self.add(b"thumbnail");
+            self.add(&width.to_be_bytes());
+        }
         self.add(&job.timeout_seconds.to_be_bytes());
         self.add(job.main.as_bytes());
         let mut files: Vec<_> = job.files.iter().collect();
@@ -100,6 +104,7 @@ mod tests {
             draft: false,
             wordcount: false,
             check: None,
+            thumbnail_width: None,
             timeout_seconds: 30,
             main: "main.tex".into(),
             files: files
@@ -140,6 +145,10 @@ mod tests {
         warned.check = Some(CheckMode::Warn);
         let mut stopped = job(&[("main.tex", "x"), ("a.tex", "y")]);
         stopped.check = Some(CheckMode::Error);
+        let mut thumbnail = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        thumbnail.thumbnail_width = Some(200);
+        let mut wider = job(&[("main.tex", "x"), ("a.tex", "y")]);
+        wider.thumbnail_width = Some(201);
         let mut longer = job(&[("main.tex", "x"), ("a.tex", "y")]);
         longer.timeout_seconds = 31;
         let mut other_main = job(&[("main.tex", "x"), ("a.tex", "y")]);
@@ -149,6 +158,8 @@ mod tests {
         changed.extend([
             engine, halting, draft, counted, warned, stopped, longer, other_main, other_year,
         ]);
+        assert_ne!(input_hash(&thumbnail, &config), input_hash(&wider, &config));
+        changed.extend([thumbnail, wider]);
         for other in changed {
             assert_ne!(
                 input_hash(&base, &config),

@@ -103,6 +103,7 @@ pub struct JobError {
     "pdf_storage_key": "compiles/3f2b8c1e/output.pdf",
     "log_storage_key": "compiles/3f2b8c1e/output.log",
     "synctex_storage_key": "compiles/3f2b8c1e/output.synctex.gz",
+    "thumbnail_storage_key": null,
     "error": null,
     "diagnostics": [{ "severity": "warning", "file": null, "line": 7,
                       "message": "Reference `sec:x' on page 1 undefined on input line 7.",
@@ -114,7 +115,8 @@ pub struct JobError {
     "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e",
                "pdf": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/pdf",
                "log": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/log",
-               "synctex": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/synctex" }
+               "synctex": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e/synctex",
+               "thumbnail": null }
 }))]
 pub struct Job {
     pub id: Uuid,
@@ -140,6 +142,10 @@ pub struct Job {
     /// `compiles/<short_job_id>/output.synctex.gz` when a Succeeded job's engine wrote one.
     #[serde(default)]
     pub synctex_storage_key: Option<String>,
+    /// `compiles/<short_job_id>/thumbnail.png`: the first page, as wide as the job asked in
+    /// `thumbnail_width`, when a Succeeded job asked for it and Ghostscript rendered it.
+    #[serde(default)]
+    pub thumbnail_storage_key: Option<String>,
     pub error: Option<JobError>,
     pub diagnostics: Vec<Diagnostic>,
     /// The earlier job of the project whose result this one reused (the result cache): its
@@ -171,6 +177,8 @@ pub struct Job {
     pub log_sha256: Option<String>,
     #[serde(skip)]
     pub synctex_sha256: Option<String>,
+    #[serde(skip)]
+    pub thumbnail_sha256: Option<String>,
 }
 
 /// The paths of a job and of its outputs on this API, so that clients need not build URLs;
@@ -182,15 +190,28 @@ pub struct JobLinks {
     pub pdf: Option<String>,
     pub log: Option<String>,
     pub synctex: Option<String>,
+    #[serde(default)]
+    pub thumbnail: Option<String>,
+}
+
+/// Which outputs a job has, for its [`JobLinks`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stored {
+    pub pdf: bool,
+    pub log: bool,
+    pub synctex: bool,
+    pub thumbnail: bool,
 }
 
 impl JobLinks {
-    pub fn of(id: Uuid, has_pdf: bool, has_log: bool, has_synctex: bool) -> JobLinks {
+    pub fn of(id: Uuid, stored: Stored) -> JobLinks {
         let job = format!("/compile/{id}");
+        let link = |has: bool, output: &str| has.then(|| format!("{job}/{output}"));
         JobLinks {
-            pdf: has_pdf.then(|| format!("{job}/pdf")),
-            log: has_log.then(|| format!("{job}/log")),
-            synctex: has_synctex.then(|| format!("{job}/synctex")),
+            pdf: link(stored.pdf, "pdf"),
+            log: link(stored.log, "log"),
+            synctex: link(stored.synctex, "synctex"),
+            thumbnail: link(stored.thumbnail, "thumbnail"),
             job,
         }
     }
@@ -218,6 +239,8 @@ pub struct NewJob {
     pub wordcount: bool,
     /// chktex checks the sources before the compile.
     pub check: Option<CheckMode>,
+    /// The first page is rendered as a PNG this many pixels wide after the compile.
+    pub thumbnail_width: Option<u32>,
     pub timeout_seconds: u32,
     /// The main document's path among `files`.
     pub main: String,
@@ -251,6 +274,8 @@ pub struct ClaimedJob {
     pub wordcount: bool,
     /// chktex checks the sources before the compile.
     pub check: Option<CheckMode>,
+    /// The first page is rendered as a PNG this many pixels wide after the compile.
+    pub thumbnail_width: Option<u32>,
     pub timeout_seconds: u32,
     pub attempt: i32,
     /// How long the job waited in the queue before this claim.
@@ -303,12 +328,21 @@ pub fn synctex_storage_key(id: Uuid) -> String {
     format!("compiles/{}/output.synctex.gz", short_job_id(id))
 }
 
+/// The widths a job may ask its first page's thumbnail to have, in pixels (the sandbox's
+/// protocol bounds them alike).
+pub const THUMBNAIL_WIDTHS: std::ops::RangeInclusive<u32> = 16..=1200;
+
+pub fn thumbnail_storage_key(id: Uuid) -> String {
+    format!("compiles/{}/thumbnail.png", short_job_id(id))
+}
+
 /// Every object a job may own.
-pub fn storage_keys(id: Uuid) -> [String; 3] {
+pub fn storage_keys(id: Uuid) -> [String; 4] {
     [
         pdf_storage_key(id),
         log_storage_key(id),
         synctex_storage_key(id),
+        thumbnail_storage_key(id),
     ]
 }
 
@@ -322,6 +356,7 @@ mod tests {
         assert_eq!(pdf_storage_key(id), "compiles/0b9f3c2a/output.pdf");
         assert_eq!(log_storage_key(id), "compiles/0b9f3c2a/output.log");
         assert_eq!(storage_keys(id)[2], "compiles/0b9f3c2a/output.synctex.gz");
+        assert_eq!(storage_keys(id)[3], "compiles/0b9f3c2a/thumbnail.png");
     }
 
     /// The text form strum derives is the one serde writes to JSON, for every variant.

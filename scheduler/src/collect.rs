@@ -9,7 +9,7 @@
 use std::io::Read;
 use texfleet_sandbox::{
     DriverState, Report, DRIVER_STATE_FILE, FORMAT_FILE, LOG_FILE, MAX_FORMAT_BYTES,
-    MAX_STATE_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE,
+    MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, THUMBNAIL_FILE,
 };
 
 const MAX_REPORT_BYTES: u64 = 64 * 1024;
@@ -27,6 +27,8 @@ pub struct Collected {
     pub state: Option<DriverState>,
     /// A dumped preamble format, when it fits its cap.
     pub format: Option<Vec<u8>>,
+    /// The first page's thumbnail, when it fits its cap (checked before it is stored).
+    pub thumbnail: Option<Vec<u8>>,
     /// An output was larger than its cap.
     pub over_cap: bool,
 }
@@ -85,12 +87,13 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
             PDF_FILE => (&mut collected.pdf, bounds.max_pdf_bytes),
             LOG_FILE => (&mut collected.log, bounds.max_log_bytes),
             SYNCTEX_FILE => (&mut collected.synctex, bounds.max_synctex_bytes),
-            DRIVER_STATE_FILE | FORMAT_FILE => {
+            DRIVER_STATE_FILE | FORMAT_FILE | THUMBNAIL_FILE => {
                 if !seen_optional.insert(name.clone()) {
                     return Err(format!("entry {name:?} appears twice"));
                 }
                 let cap = match name.as_str() {
                     DRIVER_STATE_FILE => MAX_STATE_BYTES,
+                    THUMBNAIL_FILE => MAX_THUMBNAIL_BYTES,
                     _ => MAX_FORMAT_BYTES,
                 };
                 let bytes = read_entry(&mut entry, &name, cap)?;
@@ -103,6 +106,7 @@ fn read_archive(stdout: &[u8], bounds: &Bounds, collected: &mut Collected) -> Re
                             .ok()
                             .map(DriverState::bounded)
                     }
+                    THUMBNAIL_FILE => collected.thumbnail = Some(bytes),
                     _ => collected.format = Some(bytes),
                 }
                 continue;
@@ -230,6 +234,7 @@ mod tests {
             (PDF_FILE, REGULAR, b"%PDF-1.5 pdf"),
             (LOG_FILE, REGULAR, b"0123456789"),
             (SYNCTEX_FILE, REGULAR, b"sync"),
+            (THUMBNAIL_FILE, REGULAR, b"png"),
         ]);
         let collected = collect(&bytes, &bounds());
         let report = collected.report.unwrap();
@@ -238,6 +243,7 @@ mod tests {
         assert_eq!(collected.pdf.as_deref(), Some(&b"%PDF-1.5 pdf"[..]));
         assert_eq!(collected.log.as_deref(), Some(&b"0123"[..]));
         assert_eq!(collected.synctex.as_deref(), Some(&b"sync"[..]));
+        assert_eq!(collected.thumbnail.as_deref(), Some(&b"png"[..]));
         assert!(collected.over_cap);
     }
 

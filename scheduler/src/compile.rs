@@ -204,6 +204,7 @@ async fn compile_and_upload(
         log: collected.log,
         pdf: collected.pdf,
         synctex: collected.synctex,
+        thumbnail: collected.thumbnail,
     };
     let (uploaded, ()) = tokio::join!(
         upload_outputs(context, job, stop, outputs, outcome),

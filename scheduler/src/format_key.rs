@@ -70,6 +70,7 @@ mod tests {
             draft: false,
             wordcount: false,
             check: None,
+            thumbnail_width: None,
             timeout_seconds: 60,
             attempt: 1,
             main: "main.tex".into(),

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use std::time::Duration;
 use texfleet_core::model::{CheckMode, ClaimedJob, Engine};
 use texfleet_core::Config;
-use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES};
+use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES};
 
 /// Room in the sandbox's stdout for the archive's own headers and the report.
 const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -24,6 +24,7 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
             CheckMode::Warn => texfleet_sandbox::CheckMode::Warn,
             CheckMode::Error => texfleet_sandbox::CheckMode::Error,
         }),
+        thumbnail_width: job.thumbnail_width,
         timeout_seconds: job.timeout_seconds,
         max_pdf_bytes: config.max_pdf_bytes as u64,
         max_log_bytes: config.max_log_bytes as u64,
@@ -58,12 +59,13 @@ pub fn deadline(config: &Config, job: &ClaimedJob) -> Duration {
     Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds))
 }
 
-/// The most a run may write to stdout: every output at its cap, what it hands on to the next
-/// compile, and the archive around them.
+/// The most a run may write to stdout: every output at its cap (a thumbnail's too, asked for
+/// or not: the sandbox's archive may hold one), what it hands on to the next compile, and the
+/// archive around them.
 pub fn max_stdout(config: &Config) -> usize {
     config.max_pdf_bytes
         + config.max_log_bytes
         + config.max_synctex_bytes
-        + (MAX_STATE_BYTES + MAX_FORMAT_BYTES) as usize
+        + (MAX_STATE_BYTES + MAX_FORMAT_BYTES + MAX_THUMBNAIL_BYTES) as usize
         + ARCHIVE_OVERHEAD_BYTES
 }

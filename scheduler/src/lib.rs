@@ -41,6 +41,7 @@ mod sandboxes;
 mod self_check;
 mod stop;
 mod synctex;
+mod thumbnail;
 mod upkeep;
 mod upload;
 mod warm_pool;

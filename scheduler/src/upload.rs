@@ -7,13 +7,15 @@ use crate::metrics;
 use crate::outcome::Interrupted;
 use crate::stop::{JobStop, StopReason};
 use crate::synctex;
+use crate::thumbnail::is_thumbnail;
 use crate::Context;
 use backon::{ExponentialBuilder, Retryable};
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::digest::sha256_hex;
 use texfleet_core::model::{
-    log_storage_key, pdf_storage_key, synctex_storage_key, ClaimedJob, JobStatus,
+    log_storage_key, pdf_storage_key, synctex_storage_key, thumbnail_storage_key, ClaimedJob,
+    JobStatus,
 };
 
 /// How much larger than its cap a SyncTeX file may grow when decompressed.
@@ -24,10 +26,11 @@ pub struct Outputs {
     pub log: Option<Vec<u8>>,
     pub pdf: Option<Vec<u8>>,
     pub synctex: Option<Vec<u8>>,
+    pub thumbnail: Option<Vec<u8>>,
 }
 
-/// Uploads the log, and the PDF and SyncTeX file of a Succeeded job, and records their keys
-/// in `outcome`.
+/// Uploads the log, and the PDF, SyncTeX file and thumbnail of a Succeeded job, and records
+/// their keys in `outcome`.
 pub async fn upload_outputs(
     context: &Context,
     job: &ClaimedJob,
@@ -36,7 +39,12 @@ pub async fn upload_outputs(
     mut outcome: Outcome,
 ) -> Result<Outcome, Interrupted> {
     let uploading = Instant::now();
-    let Outputs { log, pdf, synctex } = outputs;
+    let Outputs {
+        log,
+        pdf,
+        synctex,
+        thumbnail,
+    } = outputs;
     if let Some(log) = log {
         let key = log_storage_key(job.id);
         outcome.log_sha256 = Some(sha256_hex(&log));
@@ -63,6 +71,19 @@ pub async fn upload_outputs(
             }
             Some(_) => {
                 tracing::warn!("the sandbox's output.synctex.gz is not a SyncTeX file; not stored")
+            }
+            None => {}
+        }
+        let asked = job.thumbnail_width;
+        match thumbnail.zip(asked) {
+            Some((png, width)) if is_thumbnail(&png, width) => {
+                let key = thumbnail_storage_key(job.id);
+                outcome.thumbnail_sha256 = Some(sha256_hex(&png));
+                put(context, job, &key, png, "image/png", stop).await?;
+                outcome.thumbnail_storage_key = Some(key);
+            }
+            Some(_) => {
+                tracing::warn!("the sandbox's thumbnail is not the PNG asked for; not stored")
             }
             None => {}
         }

@@ -93,6 +93,7 @@ async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
         draft: false,
         wordcount: false,
         check: None,
+        thumbnail_width: None,
         timeout_seconds: 30,
         main: "main.tex".into(),
         files: vec![texfleet_core::model::SourceFile {

@@ -6,7 +6,7 @@ use super::files::{self, Listed, MainDocument};
 use super::unknown_fields;
 use crate::problem::FieldError;
 use serde_json::Value;
-use texfleet_core::model::{CheckMode, Engine, NewJob, SourceFile, MAIN_FILE};
+use texfleet_core::model::{CheckMode, Engine, NewJob, SourceFile, MAIN_FILE, THUMBNAIL_WIDTHS};
 use texfleet_core::validate::check_path;
 use uuid::Uuid;
 
@@ -22,6 +22,7 @@ pub(super) const FIELDS: &[&str] = &[
     "draft",
     "wordcount",
     "check",
+    "thumbnail_width",
     "timeout_seconds",
     "cache",
 ];
@@ -35,6 +36,7 @@ pub(super) const METADATA_FIELDS: &[&str] = &[
     "draft",
     "wordcount",
     "check",
+    "thumbnail_width",
     "timeout_seconds",
     "cache",
 ];
@@ -204,24 +206,20 @@ fn parse_with(
 
     let use_cache = flag(object.get("cache"), "cache", true, &mut errors);
 
-    let timeout_seconds = match object.get("timeout_seconds") {
-        None | Some(Value::Null) => limits.default_timeout_seconds,
-        Some(value) => match value.as_u64() {
-            Some(seconds) if (1..=u64::from(limits.max_timeout_seconds)).contains(&seconds) => {
-                seconds as u32
-            }
-            _ => {
-                errors.push(FieldError::new(
-                    "timeout_seconds",
-                    format!(
-                        "must be an integer from 1 to {}",
-                        limits.max_timeout_seconds
-                    ),
-                ));
-                limits.default_timeout_seconds
-            }
-        },
-    };
+    let timeout_seconds = integer(
+        object.get("timeout_seconds"),
+        "timeout_seconds",
+        1..=limits.max_timeout_seconds,
+        &mut errors,
+    )
+    .unwrap_or(limits.default_timeout_seconds);
+
+    let thumbnail_width = integer(
+        object.get("thumbnail_width"),
+        "thumbnail_width",
+        THUMBNAIL_WIDTHS,
+        &mut errors,
+    );
 
     let document = if inline_main.is_some() {
         MainDocument::Inline
@@ -247,6 +245,7 @@ fn parse_with(
             draft,
             wordcount,
             check,
+            thumbnail_width,
             timeout_seconds,
             main,
             files,
@@ -286,6 +285,32 @@ fn flag(value: Option<&Value>, field: &str, default: bool, errors: &mut Vec<Fiel
             default
         }
     }
+}
+
+/// An integer within `range`, or None when the field is absent, null or wrong (then `errors`
+/// says so).
+fn integer(
+    value: Option<&Value>,
+    field: &str,
+    range: std::ops::RangeInclusive<u32>,
+    errors: &mut Vec<FieldError>,
+) -> Option<u32> {
+    let value = value.filter(|value| !value.is_null())?;
+    let within = value
+        .as_u64()
+        .and_then(|number| u32::try_from(number).ok())
+        .filter(|number| range.contains(number));
+    if within.is_none() {
+        errors.push(FieldError::new(
+            field,
+            format!(
+                "must be an integer from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    within
 }
 
 fn string_field(value: Value, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {

@@ -79,6 +79,11 @@ pub struct CompileOptions {
     /// `diagnostics` with `"source": "chktex"`. `"error"`: any finding fails the job
     /// (`compile_error`) without compiling it. Default: no check.
     check: Option<CheckMode>,
+    /// Render the first page as a PNG this many pixels wide after the compile (its height
+    /// follows the page, at most four times the width): `links.thumbnail` of the job, served
+    /// by `GET /compile/{id}/thumbnail`. Default: none.
+    #[schema(minimum = 16, maximum = 1200)]
+    thumbnail_width: Option<u32>,
     /// 1 to the operator's maximum (300 by default; `GET /info` tells).
     #[schema(minimum = 1)]
     timeout_seconds: Option<u32>,

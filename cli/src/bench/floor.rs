@@ -45,6 +45,7 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         draft: false,
         wordcount: false,
         check: None,
+        thumbnail_width: None,
         timeout_seconds: 120,
         attempt: 1,
         waited_seconds: 0.0,

@@ -99,6 +99,9 @@ pub async fn claim_jobs(
                 draft: row.get("draft"),
                 wordcount: row.get("wordcount"),
                 check: parsed_opt(row, "check_mode")?,
+                thumbnail_width: row
+                    .get::<_, Option<i32>>("thumbnail_width")
+                    .map(|width| width as u32),
                 timeout_seconds: row.get::<_, i32>("timeout_seconds") as u32,
                 attempt: row.get("attempts"),
                 waited_seconds: row.get("waited"),
@@ -176,7 +179,8 @@ const CLAIM_FROM_PROJECTS: &str = "
                     lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
     FROM claimable WHERE jobs.id = claimable.id
     RETURNING jobs.id, jobs.project_id, jobs.engine, jobs.texlive, jobs.halt_on_error,
-              jobs.draft, jobs.wordcount, jobs.check_mode, jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
+              jobs.draft, jobs.wordcount, jobs.check_mode, jobs.thumbnail_width,
+              jobs.timeout_seconds, jobs.attempts, jobs.main_path, jobs.use_cache,
               extract(epoch FROM now() - jobs.created_at)::float8 AS waited,
               extract(epoch FROM date_trunc('day', jobs.created_at, 'UTC'))::int8
                   AS source_date_epoch";

@@ -4,7 +4,7 @@
 //! below are a second line.
 
 use super::{parsed, parsed_opt, DbError, DbResult};
-use crate::model::{Job, JobError, JobLinks, JobStatus};
+use crate::model::{Job, JobError, JobLinks, JobStatus, Stored};
 use time::OffsetDateTime;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
@@ -12,7 +12,8 @@ use uuid::Uuid;
 pub(super) const JOB_COLUMNS: &str = "id, project_id, status, engine, created_at, started_at,
     finished_at, duration_ms, pdf_storage_key, log_storage_key, error_code, error_message,
     diagnostics, reused_from, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
-    preamble_cache, incremental, texlive, image_id, word_count";
+    preamble_cache, incremental, texlive, image_id, word_count, thumbnail_storage_key,
+    thumbnail_sha256";
 
 pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let error = parsed_opt(row, "error_code")?.map(|code| JobError {
@@ -26,14 +27,16 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
     let (pdf_storage_key, log_storage_key): (Option<String>, Option<String>) =
         (row.get("pdf_storage_key"), row.get("log_storage_key"));
     let synctex_storage_key: Option<String> = row.get("synctex_storage_key");
+    let thumbnail_storage_key: Option<String> = row.get("thumbnail_storage_key");
     let id = row.get("id");
+    let stored = Stored {
+        pdf: status == JobStatus::Succeeded && pdf_storage_key.is_some(),
+        log: log_storage_key.is_some(),
+        synctex: synctex_storage_key.is_some(),
+        thumbnail: thumbnail_storage_key.is_some(),
+    };
     Ok(Job {
-        links: JobLinks::of(
-            id,
-            status == JobStatus::Succeeded && pdf_storage_key.is_some(),
-            log_storage_key.is_some(),
-            synctex_storage_key.is_some(),
-        ),
+        links: JobLinks::of(id, stored),
         id,
         project_id: row.get("project_id"),
         status,
@@ -47,6 +50,7 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
         pdf_storage_key,
         log_storage_key,
         synctex_storage_key,
+        thumbnail_storage_key,
         error,
         diagnostics: serde_json::from_value(diagnostics)
             .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?,
@@ -61,6 +65,7 @@ pub(super) fn job_from_row(row: &Row) -> DbResult<Job> {
         pdf_sha256: row.get("pdf_sha256"),
         log_sha256: row.get("log_sha256"),
         synctex_sha256: row.get("synctex_sha256"),
+        thumbnail_sha256: row.get("thumbnail_sha256"),
     })
 }
 

@@ -180,11 +180,13 @@ pub struct Outcome {
     pub pdf_storage_key: Option<String>,
     pub log_storage_key: Option<String>,
     pub synctex_storage_key: Option<String>,
+    pub thumbnail_storage_key: Option<String>,
     pub duration_ms: Option<i64>,
-    /// Hex SHA-256 of the stored PDF, log and SyncTeX file.
+    /// Hex SHA-256 of the stored PDF, log, SyncTeX file and thumbnail.
     pub pdf_sha256: Option<String>,
     pub log_sha256: Option<String>,
     pub synctex_sha256: Option<String>,
+    pub thumbnail_sha256: Option<String>,
     /// The sandbox image that compiled it (the result cache reuses only the same image's).
     pub image_id: String,
     /// The preamble format cache's answer (`hit`, `miss`, `unavailable`), if it was asked.
@@ -213,10 +215,12 @@ impl Outcome {
             pdf_storage_key: None,
             log_storage_key: None,
             synctex_storage_key: None,
+            thumbnail_storage_key: None,
             duration_ms,
             pdf_sha256: None,
             log_sha256: None,
             synctex_sha256: None,
+            thumbnail_sha256: None,
             image_id,
             preamble_cache: None,
             incremental: false,
@@ -252,7 +256,7 @@ pub async fn finish_job(
                              duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
                              image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14,
                              preamble_cache = $15, incremental = $16, word_count = $17,
-                             checked = $18
+                             checked = $18, thumbnail_storage_key = $19, thumbnail_sha256 = $20
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
              RETURNING extract(epoch FROM finished_at - created_at)::float8",
         )
@@ -279,6 +283,8 @@ pub async fn finish_job(
                 &outcome.incremental,
                 &word_count,
                 &outcome.checked,
+                &outcome.thumbnail_storage_key,
+                &outcome.thumbnail_sha256,
             ],
         )
         .await?;

@@ -132,6 +132,7 @@ pub(crate) async fn insert_job_drawing_ids(
                             &job.draft,
                             &job.wordcount,
                             &job.check.map(CheckMode::as_str),
+                            &job.thumbnail_width.map(|width| width as i32),
                         ],
                     )
                     .await?;
@@ -165,16 +166,17 @@ pub(crate) async fn insert_job_drawing_ids(
 static INSERT_REUSE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO jobs (id, project_id, engine, texlive, halt_on_error, draft, wordcount,
-         check_mode, timeout_seconds, max_attempts, idempotency_key, request_hash, input_hash, main_path,
+         check_mode, thumbnail_width, timeout_seconds, max_attempts, idempotency_key,
+         request_hash, input_hash, main_path,
          status, started_at, finished_at, duration_ms, pdf_storage_key, log_storage_key,
          diagnostics, image_id, reused_from, pdf_sha256, log_sha256, synctex_storage_key,
-         synctex_sha256, word_count, checked)
+         synctex_sha256, word_count, checked, thumbnail_storage_key, thumbnail_sha256)
      SELECT $1, project_id, engine, texlive, halt_on_error, draft, wordcount, check_mode,
-            timeout_seconds,
+            thumbnail_width, timeout_seconds,
             $2, $3, $4, input_hash,
             main_path, 'Succeeded', now(), now(), duration_ms, pdf_storage_key, log_storage_key,
             diagnostics, image_id, id, pdf_sha256, log_sha256, synctex_storage_key, synctex_sha256,
-            word_count, checked
+            word_count, checked, thumbnail_storage_key, thumbnail_sha256
      FROM jobs WHERE id = $5
      ON CONFLICT DO NOTHING
      RETURNING {JOB_COLUMNS}"
@@ -195,10 +197,10 @@ static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
      ), job AS (
          INSERT INTO jobs (id, project_id, engine, halt_on_error, timeout_seconds, max_attempts,
                            idempotency_key, request_hash, input_hash, main_path, use_cache,
-                           source_bytes, texlive, draft, wordcount, check_mode)
+                           source_bytes, texlive, draft, wordcount, check_mode, thumbnail_width)
          SELECT $1::uuid, $2::uuid, $3::text, $4::boolean, $5::integer, $6::integer, $7::text,
                 $8::bytea, $9::bytea, $10::text, $11::boolean, $13::int8, $15::text, $16::boolean,
-                $17::boolean, $18::text
+                $17::boolean, $18::text, $19::integer
          FROM waiting WHERE room_for_a_job AND room_for_its_sources
          ON CONFLICT DO NOTHING
          RETURNING {JOB_COLUMNS}
@@ -246,10 +248,11 @@ async fn find_reusable(
                AND texlive = $5 AND image_id = fleet_sandbox_image($3, $5)
                AND date_trunc('day', created_at, 'UTC') = date_trunc('day', now(), 'UTC')
                AND ($4 = 0 OR finished_at > now() - make_interval(days => $4))
-               -- A count or a check asked for and not given (out of time, say) is no result
-               -- for the next request that asks.
+               -- A count, a check or a thumbnail asked for and not given (out of time, say)
+               -- is no result for the next request that asks.
                AND NOT (wordcount AND word_count IS NULL)
                AND NOT (check_mode IS NOT NULL AND NOT checked)
+               AND NOT (thumbnail_width IS NOT NULL AND thumbnail_storage_key IS NULL)
                AND NOT EXISTS (
                    SELECT 1 FROM jobs AS fresh
                     WHERE fresh.project_id = $1 AND NOT fresh.use_cache

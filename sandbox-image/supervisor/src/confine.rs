@@ -12,7 +12,7 @@ use nix::sys::resource::{setrlimit, Resource};
 use std::io;
 use std::path::Path;
 use texfleet_sandbox::execution::enforce;
-use texfleet_sandbox::{JobSpec, WORK_DIR};
+use texfleet_sandbox::{JobSpec, MAX_THUMBNAIL_BYTES, WORK_DIR};
 
 const MAX_OPEN_FILES: u64 = 256;
 /// Per-job caches: luaotfload executes its cache files, so they never outlive the job.
@@ -80,6 +80,7 @@ pub fn largest_output(spec: &JobSpec) -> u64 {
     spec.max_pdf_bytes
         .max(spec.max_log_bytes)
         .max(spec.max_synctex_bytes)
+        .max(spec.thumbnail_width.map_or(0, |_| MAX_THUMBNAIL_BYTES))
 }
 
 /// When memory runs out, the kernel kills the compile rather than the supervisor. Best

@@ -4,7 +4,8 @@
 //! its stdin, followed by the raw bytes of a preamble format when the spec says so
 //! ([`job_input`], [`read_job`]), then closes stdin. The supervisor compiles and writes a tar archive to stdout: first
 //! [`REPORT_FILE`] (a [`Report`] as JSON, carrying the job's nonce), then, when they exist,
-//! [`PDF_FILE`], [`LOG_FILE`] and [`SYNCTEX_FILE`], each once.
+//! [`PDF_FILE`], [`LOG_FILE`], [`SYNCTEX_FILE`] and, when the spec asks for one,
+//! [`THUMBNAIL_FILE`], each once.
 //!
 //! Everything flows through the attach stream, not through the filesystem, because the work
 //! directory is a tmpfs that Docker's archive API cannot see, and because the Docker host may
@@ -29,6 +30,15 @@ pub const REPORT_FILE: &str = "report.json";
 pub const PDF_FILE: &str = "output.pdf";
 pub const LOG_FILE: &str = "output.log";
 pub const SYNCTEX_FILE: &str = "output.synctex.gz";
+/// The first page as a PNG, [`JobSpec::thumbnail_width`] pixels wide.
+pub const THUMBNAIL_FILE: &str = "output.thumbnail.png";
+/// The widths a thumbnail may have, in pixels.
+pub const THUMBNAIL_WIDTHS: std::ops::RangeInclusive<u32> = 16..=1200;
+/// A thumbnail is at most this many times as high as it is wide: a taller page is fitted in.
+pub const THUMBNAIL_MAX_ASPECT: u32 = 4;
+/// The largest thumbnail taken. Ghostscript's PNG of the largest thumbnail, 1200 by 4800
+/// pixels of noise, is 17.3 MB: one it wrote is never cut short (which would fail the compile).
+pub const MAX_THUMBNAIL_BYTES: u64 = 24 * 1024 * 1024;
 /// The preamble's format, dumped by a job asked to ([`Preamble::Dump`]), in the main folder.
 pub const FORMAT_FILE: &str = "output.fmt";
 /// What the compile driver leaves for the scheduler: a [`DriverState`] as JSON.
@@ -87,6 +97,9 @@ pub struct JobSpec {
     /// chktex checks the sources before the compile ([`DriverState::findings`]).
     #[serde(default)]
     pub check: Option<CheckMode>,
+    /// Ghostscript renders the first page as [`THUMBNAIL_FILE`] this wide, after the compile.
+    #[serde(default)]
+    pub thumbnail_width: Option<u32>,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
     pub max_log_bytes: u64,
@@ -244,6 +257,7 @@ mod tests {
             draft: false,
             wordcount: false,
             check: None,
+            thumbnail_width: None,
             timeout_seconds: 1,
             max_pdf_bytes: 1,
             max_log_bytes: 1,

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use texfleet_sandbox::{
     job_input, read_job, JobSpec, Limit, Preamble, Report, DRIVER_STATE_FILE, FORMAT_FILE,
-    LOG_FILE, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, WORK_DIR,
+    LOG_FILE, MAX_THUMBNAIL_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, THUMBNAIL_FILE, WORK_DIR,
 };
 
 /// This program, executed again as the compile driver.
@@ -80,12 +80,19 @@ pub fn run() -> io::Result<()> {
 
     let root = Path::new(WORK_DIR);
     let directory = main_directory(&spec);
+    // A thumbnail only when one was asked for: otherwise a file of that name is the document's.
+    let thumbnail = spec
+        .thumbnail_width
+        .map(|_| (THUMBNAIL_FILE, MAX_THUMBNAIL_BYTES));
     let outputs = [
         (PDF_FILE, spec.max_pdf_bytes),
         (LOG_FILE, spec.max_log_bytes),
         (SYNCTEX_FILE, spec.max_synctex_bytes),
     ]
-    .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
+    .into_iter()
+    .chain(thumbnail)
+    .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)))
+    .collect::<Vec<_>>();
     // For later compiles of the project's document. The driver hands them over last, before
     // it exits by itself: after a kill or a limit, what came may be cut short or spoiled.
     let handover = match handover {

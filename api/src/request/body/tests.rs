@@ -55,6 +55,35 @@ fn names_every_bad_field() {
 }
 
 #[test]
+fn a_thumbnail_width_is_an_integer_within_bounds() {
+    let body = |width: Value| {
+        json!({ "project_id": PROJECT, "input_latex": "x",
+                                      "thumbnail_width": width })
+    };
+    for (width, expected) in [
+        (json!(16), Some(16)),
+        (json!(1200), Some(1200)),
+        (Value::Null, None),
+    ] {
+        let request = parse(body(width), &limits()).ok().unwrap();
+        assert_eq!(request.thumbnail_width, expected);
+    }
+    for width in [
+        json!(15),
+        json!(1201),
+        json!(-1),
+        json!(200.5),
+        json!("200"),
+        json!(1u64 << 33),
+    ] {
+        let errors = parse(body(width.clone()), &limits()).err().unwrap();
+        assert_eq!(errors.len(), 1, "{width}");
+        assert_eq!(errors[0].field, "thumbnail_width");
+        assert_eq!(errors[0].message, "must be an integer from 16 to 1200");
+    }
+}
+
+#[test]
 fn a_file_where_a_folder_must_be_is_refused_by_name() {
     let body = json!({ "project_id": PROJECT, "input_latex": "x", "files": [
         { "path": "a", "content": "1" }, { "path": "a/b.tex", "content": "2" },

@@ -29,6 +29,7 @@ mod reruns;
 mod state;
 mod steps;
 mod tex_live;
+mod thumbnail;
 mod word_count;
 
 use crate::confine;
@@ -220,6 +221,9 @@ pub fn run() -> io::Result<()> {
         true => word_count::count(&mut steps, main_name, tools_deadline),
         false => None,
     };
+    if let Some(width) = spec.thumbnail_width.filter(|_| succeeded) {
+        thumbnail::render(&mut steps, width, tools_deadline);
+    }
     let driver_state = DriverState {
         next,
         dump: dumped.dump,

@@ -47,15 +47,10 @@ pub fn run(
         .starting_only(&[])
         .reading_only(tool.readable);
     let until = deadline.min(Instant::now() + TIME);
-    let earlier = steps
-        .until
-        .replace(steps.until.map_or(until, |u| u.min(until)));
     let mut all = vec![
         (Resource::RLIMIT_CPU, TIME.as_secs()),
         (Resource::RLIMIT_NPROC, 1),
     ];
     all.extend_from_slice(limits);
-    let exit = steps.run_limited(&program, &all);
-    steps.until = earlier;
-    exit
+    steps.run_by(&program, &all, until)
 }

@@ -122,6 +122,22 @@ impl Steps {
         }
     }
 
+    /// [`Steps::run_limited`], ended at `until` if it has not ended by then (and earlier when
+    /// [`Steps::until`] is earlier).
+    pub fn run_by(
+        &mut self,
+        program: &Program,
+        limits: &[(Resource, u64)],
+        until: Instant,
+    ) -> Option<Exit> {
+        let earlier = self
+            .until
+            .replace(self.until.map_or(until, |u| u.min(until)));
+        let exit = self.run_limited(program, limits);
+        self.until = earlier;
+        exit
+    }
+
     /// Takes the input signatures of an earlier compile's tool runs, whose outputs were restored.
     pub fn remember(&mut self, signatures: &BTreeMap<String, u64>) {
         self.last_inputs.extend(
