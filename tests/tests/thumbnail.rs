@@ -174,20 +174,30 @@ async fn the_cli_writes_the_first_page_as_a_png_and_never_sends_it_back() {
         "main.png was not sent: the project is unchanged"
     );
 
-    let output = texfleet_in(
-        &app,
-        folder.path(),
-        &[
-            "compile",
-            "main.tex",
-            "--files",
-            ".",
-            "--thumbnail-width",
-            "64",
-        ],
-    );
-    assert!(output.status.success(), "{output:?}");
+    let compile = |app: &TestApp| {
+        let output = texfleet_in(
+            app,
+            folder.path(),
+            &[
+                "compile",
+                "main.tex",
+                "--files",
+                ".",
+                "--thumbnail-width",
+                "64",
+                "--json",
+            ],
+        );
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let first = compile(&app);
     assert!(folder.path().join("main.pdf").exists());
     let beside = std::fs::read(folder.path().join("main.png")).unwrap();
     assert_eq!(png_size(&beside), Some((64, 91)));
+    let second = compile(&app);
+    assert_eq!(
+        second["job"]["reused_from"], first["job"]["id"],
+        "neither main.pdf nor main.png was sent"
+    );
 }
