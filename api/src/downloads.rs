@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use texfleet_core::model::{short_job_id, JobStatus};
+use texfleet_core::model::{short_job_id, Job, JobStatus};
 use tokio_util::io::ReaderStream;
 use uuid::Uuid;
 
@@ -88,33 +88,17 @@ pub async fn get_synctex(
     request: HeaderMap,
 ) -> Result<Response, Problem> {
     let job = find_job(&state, &auth, &id).await?;
-    if !job.status.is_terminal() {
-        return Err(Problem::not_ready(format!(
-            "the job is {}; a SyncTeX file exists only once it has Succeeded",
-            job.status.as_str()
-        )));
-    }
-    let Some(key) = job.synctex_storage_key else {
-        return Err(Problem::not_found(format!(
-            "the job ended {} without a SyncTeX file",
-            job.status.as_str()
-        )));
-    };
     let disposition = format!(
         "attachment; filename=\"{}.synctex.gz\"",
         short_job_id(job.id)
     );
-    let etag = job.synctex_sha256.as_deref().map(strong_etag);
-    stream(
-        &state,
-        auth.project_id,
-        &key,
-        "application/gzip",
-        Some(disposition),
-        etag,
-        &request,
-    )
-    .await
+    let stored = (job.synctex_storage_key.clone(), job.synctex_sha256.clone());
+    let output = Optional {
+        what: "a SyncTeX file",
+        content_type: "application/gzip",
+        disposition,
+    };
+    optional(&state, &auth, &job, stored, output, &request).await
 }
 
 /// The first page of a Succeeded job that asked for it, as a PNG (`"thumbnail_width"`).
@@ -139,31 +123,61 @@ pub async fn get_thumbnail(
     request: HeaderMap,
 ) -> Result<Response, Problem> {
     let job = find_job(&state, &auth, &id).await?;
-    if !job.status.is_terminal() {
-        return Err(Problem::not_ready(format!(
-            "the job is {}; a thumbnail exists only once it has Succeeded",
-            job.status.as_str()
-        )));
-    }
-    let Some(key) = job.thumbnail_storage_key else {
-        return Err(Problem::not_found(format!(
-            "the job ended {} without a thumbnail (asked for with \"thumbnail_width\")",
-            job.status.as_str()
-        )));
-    };
     let disposition = format!(
         "inline; filename=\"{}-thumbnail.png\"",
         short_job_id(job.id)
     );
-    let etag = job.thumbnail_sha256.as_deref().map(strong_etag);
+    let stored = (
+        job.thumbnail_storage_key.clone(),
+        job.thumbnail_sha256.clone(),
+    );
+    let output = Optional {
+        what: "a thumbnail",
+        content_type: "image/png",
+        disposition,
+    };
+    optional(&state, &auth, &job, stored, output, &request).await
+}
+
+/// An output a job may or may not have once it has ended.
+struct Optional {
+    /// What it is, as the problems name it.
+    what: &'static str,
+    content_type: &'static str,
+    disposition: String,
+}
+
+/// `output` of `job`, stored at the key with the SHA-256 of `stored`: `409` before the job
+/// ends, `404` when it ended without one.
+async fn optional(
+    state: &AppState,
+    auth: &Authenticated,
+    job: &Job,
+    stored: (Option<String>, Option<String>),
+    output: Optional,
+    request: &HeaderMap,
+) -> Result<Response, Problem> {
+    let what = output.what;
+    let status = job.status.as_str();
+    if !job.status.is_terminal() {
+        return Err(Problem::not_ready(format!(
+            "the job is {status}; {what} exists only once it has Succeeded"
+        )));
+    }
+    let (Some(key), sha256) = stored else {
+        return Err(Problem::not_found(format!(
+            "the job ended {status} without {what}"
+        )));
+    };
+    let etag = sha256.as_deref().map(strong_etag);
     stream(
-        &state,
+        state,
         auth.project_id,
         &key,
-        "image/png",
-        Some(disposition),
+        output.content_type,
+        Some(output.disposition),
         etag,
-        &request,
+        request,
     )
     .await
 }

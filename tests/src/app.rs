@@ -188,6 +188,17 @@ impl TestApp {
             .unwrap()
     }
 
+    /// A `GET` of `path` with this app's token, for a client that holds the copy `etag`.
+    pub async fn get_if_none_match(&self, path: &str, etag: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(&self.token)
+            .header("If-None-Match", etag)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// A `DELETE` of `path` with `token`.
     pub async fn delete_as(&self, token: &str, path: &str) -> reqwest::Response {
         self.http

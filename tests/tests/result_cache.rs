@@ -210,25 +210,11 @@ async fn downloads_carry_nosniff_and_strong_etags_that_answer_if_none_match_with
             format!("\"{:x}\"", Sha256::digest(&bytes)),
             "{output}"
         );
-        let unchanged = app
-            .http
-            .get(format!("{}{path}", app.url))
-            .bearer_auth(&app.token)
-            .header("If-None-Match", &etag)
-            .send()
-            .await
-            .unwrap();
+        let unchanged = app.get_if_none_match(&path, &etag).await;
         assert_eq!(unchanged.status(), 304, "{output}");
         assert_eq!(unchanged.headers()["etag"], etag.as_str());
         assert!(unchanged.bytes().await.unwrap().is_empty());
-        let other = app
-            .http
-            .get(format!("{}{path}", app.url))
-            .bearer_auth(&app.token)
-            .header("If-None-Match", "\"0000\"")
-            .send()
-            .await
-            .unwrap();
+        let other = app.get_if_none_match(&path, "\"0000\"").await;
         assert_eq!(other.status(), 200, "{output}");
         assert_eq!(other.bytes().await.unwrap(), bytes);
     }

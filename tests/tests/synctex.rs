@@ -71,13 +71,8 @@ async fn every_engine_s_synctex_maps_a_line_to_its_page_and_is_served() {
             .unwrap();
         assert_eq!(pages_of_line(&synctex, 5), [1], "{engine}: {synctex}");
         let cached = app
-            .http
-            .get(format!("{}/compile/{id}/synctex", app.url))
-            .bearer_auth(&app.token)
-            .header("If-None-Match", &etag)
-            .send()
-            .await
-            .unwrap();
+            .get_if_none_match(&format!("/compile/{id}/synctex"), &etag)
+            .await;
         assert_eq!(cached.status(), 304);
     }
 }

@@ -65,13 +65,8 @@ async fn a_job_asked_for_a_thumbnail_serves_its_first_page_that_wide_shaped_as_t
     assert_eq!(app.storage.get_bytes(&key).await.unwrap(), boxed);
     let etag = headers["etag"].to_str().unwrap().to_string();
     let cached = app
-        .http
-        .get(format!("{}/compile/{id}/thumbnail", app.url))
-        .bearer_auth(&app.token)
-        .header("If-None-Match", &etag)
-        .send()
-        .await
-        .unwrap();
+        .get_if_none_match(&format!("/compile/{id}/thumbnail"), &etag)
+        .await;
     assert_eq!(cached.status(), 304);
 
     let again = app
