@@ -134,6 +134,25 @@ async fn a_file_the_document_leaves_under_the_thumbnail_s_name_is_never_served()
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_page_whose_size_is_no_page_s_compiles_without_a_thumbnail() {
+    let app = TestApp::spawn().await;
+    let job = app
+        .compile(json!({
+            "input_latex": "\\documentclass{article}\n\\pdfpagewidth=0.5pt\n\
+                \\begin{document}\nSliver.\n\\end{document}\n",
+            "thumbnail_width": 200,
+        }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert_eq!(job["links"]["thumbnail"], Value::Null, "{job:#}");
+    let log = app.log(job.id()).await;
+    assert!(
+        log.contains("no thumbnail: the first page's size could not be read"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_cli_writes_the_first_page_as_a_png_and_never_sends_it_back() {
     let app = TestApp::spawn_with(|config| config.result_cache = true).await;
     let folder = tempfile::tempdir().unwrap();
