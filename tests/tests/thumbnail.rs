@@ -1,7 +1,7 @@
 //! First-page thumbnails (`"thumbnail_width"`): Ghostscript renders page 1 in the job's sandbox
 //! after the compile; the scheduler stores it only if it is the PNG asked for, and the API
 //! serves it with a strong `ETag`. A file the document leaves under the thumbnail's name is
-//! never what is served.
+//! never what is served, and a thumbnail never changes the job's verdict.
 
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
@@ -150,6 +150,125 @@ async fn a_page_whose_size_is_no_page_s_compiles_without_a_thumbnail() {
         log.contains("no thumbnail: the first page's size could not be read"),
         "{log}"
     );
+}
+
+/// A PNG of `width` by `height` whose pixels are `pixel(x, y)` (RGB), as an image to include.
+fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+    use std::io::Write as _;
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        let length = (data.len() as u32).to_be_bytes();
+        [&length[..], kind, data, &crc.sum().to_be_bytes()].concat()
+    };
+    let mut header = [width.to_be_bytes(), height.to_be_bytes()].concat();
+    header.extend([8, 2, 0, 0, 0]);
+    let mut raw = Vec::new();
+    for y in 0..height {
+        raw.push(0);
+        raw.extend((0..width).flat_map(|x| pixel(x, y)));
+    }
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    zlib.write_all(&raw).unwrap();
+    let data = zlib.finish().unwrap();
+    [
+        &b"\x89PNG\r\n\x1a\n"[..],
+        &chunk(b"IHDR", &header),
+        &chunk(b"IDAT", &data),
+        &chunk(b"IEND", b""),
+    ]
+    .concat()
+}
+
+/// A document with an error, which still gives a PDF (and a `Succeeded` job), whose Lua writes
+/// `forged` under the thumbnail's name.
+fn forging(forged: &[u8]) -> Value {
+    let bytes: String = forged.iter().map(|b| format!("\\{b}")).collect();
+    json!({
+        "engine": "lualatex",
+        "input_latex": "\\documentclass{article}\n\\begin{document}\nForging.\n\
+            \\directlua{dofile(\"w.lua\")}\n\\undefinedcommand\n\\end{document}\n",
+        "files": [{ "path": "w.lua", "content": format!(
+            "local f = io.open(\"output.thumbnail.png\", \"wb\") f:write(\"{bytes}\") f:close()") }],
+        "thumbnail_width": 200,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_png_a_document_with_errors_writes_is_never_its_thumbnail() {
+    let app = TestApp::spawn().await;
+    let forged = png(200, 100, |_, _| [255, 0, 0]);
+    let job = app.compile(forging(&forged)).await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert!(
+        !job["diagnostics"].as_array().unwrap().is_empty(),
+        "{job:#}"
+    );
+    let served = thumbnail(&app, &job).await.1;
+    assert!(served != forged, "the document's own PNG was served");
+    assert_eq!(
+        png_size(&served),
+        Some((200, 283)),
+        "Ghostscript's render of the page"
+    );
+}
+
+/// Fills the work folder once the first page is out, then frees `reserve` bytes of it.
+const FILL: &str =
+    "local r = io.open(\"reserve.bin\", \"wb\") r:write(string.rep(\"r\", RESERVE)) r:close()\n\
+    local block = string.rep(\"x\", 1048576)\n\
+    for i = 1, 100000 do\n\
+      local f = io.open(\"fill\" .. i .. \".bin\", \"wb\")\n\
+      if not f then break end\n\
+      local written, closed = f:write(block), f:close()\n\
+      if not written or not closed then break end\n\
+    end\n\
+    os.remove(\"reserve.bin\")\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thumbnail_with_no_room_left_is_not_made_and_the_job_s_verdict_stands() {
+    let app = TestApp::spawn().await;
+    // Noise compresses to nothing: its thumbnail is some 5 MB.
+    let mut seed = 0x2545_f491_u32;
+    let mut noise = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed
+    };
+    let pixels: Vec<[u8; 3]> = (0..1200 * 1553)
+        .map(|_| noise().to_be_bytes()[..3].try_into().unwrap())
+        .collect();
+    let image = png(1200, 1553, |x, y| pixels[(y * 1200 + x) as usize]);
+    let job = app
+        .compile(json!({
+            "engine": "lualatex",
+            "input_latex": "\\documentclass{article}\n\
+                \\usepackage[paperwidth=1200bp,paperheight=1553bp,margin=0pt]{geometry}\n\
+                \\usepackage{graphicx}\\pagestyle{empty}\n\\begin{document}\n\
+                \\noindent\\includegraphics[width=\\paperwidth,height=0.9\\paperheight]{noise.png}\n\
+                \\clearpage\n\\directlua{dofile(\"fill.lua\")}\n\\end{document}\n",
+            "files": [
+                { "path": "noise.png", "content_base64": base64_of(&image) },
+                { "path": "fill.lua", "content": FILL.replace("RESERVE", "5500000") },
+            ],
+            "thumbnail_width": 1200,
+            "cache": false,
+        }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert_eq!(job["links"]["thumbnail"], Value::Null, "{job:#}");
+    let log = app.log(job.id()).await;
+    assert!(
+        log.contains("no thumbnail: the work folder has no room for it"),
+        "{log}"
+    );
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 #[tokio::test(flavor = "multi_thread")]

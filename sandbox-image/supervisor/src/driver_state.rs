@@ -1,6 +1,7 @@
 //! What the compile driver hands the supervisor at its end ([`DriverState`]): for the next
 //! compile of the document, its auxiliary files and tool signatures and what came of dumping
-//! its preamble; for this job, chktex's findings and texcount's count. The compile's user
+//! its preamble; for this job, chktex's findings, texcount's count and whether a thumbnail
+//! was rendered. The compile's user
 //! writes it, so both sides bound it before they use it.
 
 use crate::{is_handed_on, FileSpec, MAX_STATE_FILES};
@@ -56,6 +57,10 @@ pub struct DriverState {
     /// chktex's findings on the sources, when the spec asked for a check and chktex ran.
     #[serde(default)]
     pub findings: Option<Vec<Finding>>,
+    /// Ghostscript rendered [`THUMBNAIL_FILE`](crate::THUMBNAIL_FILE): the supervisor takes a
+    /// file of that name only then (the document can write one).
+    #[serde(default)]
+    pub thumbnail: bool,
 }
 
 /// The most chktex findings a compile hands over, and the longest message or file name of one.

@@ -16,19 +16,25 @@ use texfleet_sandbox::{Limit, Report};
 const NEARLY_FULL_BYTES: u64 = 1024 * 1024;
 const NEARLY_FULL_INODES: u64 = 16;
 
+/// Whether `bytes` more in `files` new files leave the work directory short of full as
+/// [`disk_limit_reached`] judges it. A file system that reports no totals (gVisor's tmpfs) says
+/// nothing about fullness. "Nearly full" counts: TeX deletes its unfinished SyncTeX file when it
+/// dies of a full directory, which frees a little again.
+pub fn leaves_room(work: &Path, bytes: u64, files: u64) -> bool {
+    let Ok(stats) = nix::sys::statvfs::statvfs(work) else {
+        return true;
+    };
+    let free_bytes = stats.blocks_available() * stats.fragment_size();
+    let space = stats.blocks() == 0 || free_bytes >= bytes.saturating_add(NEARLY_FULL_BYTES);
+    let inodes = stats.files() == 0 || stats.files_available() >= files + NEARLY_FULL_INODES;
+    space && inodes
+}
+
 /// Whether the compile filled its tmpfs (space or inodes) or grew a file to the file-size
 /// limit, which TeX reports only as a failed write or a SIGXFSZ death.
 pub fn disk_limit_reached(work: &Path, largest_file: u64) -> Option<String> {
-    if let Ok(stats) = nix::sys::statvfs::statvfs(work) {
-        // A file system that reports no totals (gVisor's tmpfs) says nothing about fullness.
-        // "Nearly full" counts: TeX deletes its unfinished SyncTeX file when it dies of a full
-        // directory, which frees a little again.
-        let free_bytes = stats.blocks_available() * stats.fragment_size();
-        let no_space = stats.blocks() > 0 && free_bytes < NEARLY_FULL_BYTES;
-        let no_inodes = stats.files() > 0 && stats.files_available() < NEARLY_FULL_INODES;
-        if no_space || no_inodes {
-            return Some("the work directory is full".to_string());
-        }
+    if !leaves_room(work, 0, 0) {
+        return Some("the work directory is full".to_string());
     }
     let mut pending = vec![work.to_path_buf()];
     while let Some(dir) = pending.pop() {

@@ -23,8 +23,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 use texfleet_sandbox::{
-    job_input, read_job, JobSpec, Limit, Preamble, Report, DRIVER_STATE_FILE, FORMAT_FILE,
-    LOG_FILE, MAX_THUMBNAIL_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE, THUMBNAIL_FILE, WORK_DIR,
+    job_input, read_job, DriverState, JobSpec, Limit, Preamble, Report, DRIVER_STATE_FILE,
+    FORMAT_FILE, LOG_FILE, MAX_THUMBNAIL_BYTES, PDF_FILE, REPORT_FILE, SYNCTEX_FILE,
+    THUMBNAIL_FILE, WORK_DIR,
 };
 
 /// This program, executed again as the compile driver.
@@ -80,19 +81,12 @@ pub fn run() -> io::Result<()> {
 
     let root = Path::new(WORK_DIR);
     let directory = main_directory(&spec);
-    // A thumbnail only when one was asked for: otherwise a file of that name is the document's.
-    let thumbnail = spec
-        .thumbnail_width
-        .map(|_| (THUMBNAIL_FILE, MAX_THUMBNAIL_BYTES));
     let outputs = [
         (PDF_FILE, spec.max_pdf_bytes),
         (LOG_FILE, spec.max_log_bytes),
         (SYNCTEX_FILE, spec.max_synctex_bytes),
     ]
-    .into_iter()
-    .chain(thumbnail)
-    .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)))
-    .collect::<Vec<_>>();
+    .map(|(name, cap)| (name, take_output(root, directory, name, cap, &mut report)));
     // For later compiles of the project's document. The driver hands them over last, before
     // it exits by itself: after a kill or a limit, what came may be cut short or spoiled.
     let handover = match handover {
@@ -109,6 +103,16 @@ pub fn run() -> io::Result<()> {
         }
         None => (None, None),
     };
+    // A thumbnail only when Ghostscript rendered one: otherwise a file of that name is the
+    // document's.
+    let rendered = state.as_ref().is_some_and(|state| {
+        serde_json::from_slice::<DriverState>(state).is_ok_and(|state| state.thumbnail)
+    });
+    let thumbnail = (spec.thumbnail_width.is_some() && rendered).then(|| {
+        let cap = MAX_THUMBNAIL_BYTES;
+        let taken = take_output(root, directory, THUMBNAIL_FILE, cap, &mut report);
+        (THUMBNAIL_FILE, taken)
+    });
 
     let mut archive = tar::Builder::new(io::stdout().lock());
     append(
@@ -117,7 +121,7 @@ pub fn run() -> io::Result<()> {
         &serde_json::to_vec(&report).map_err(io::Error::other)?,
     )?;
     let kept = [(DRIVER_STATE_FILE, state), (FORMAT_FILE, format)];
-    for (name, content) in outputs.into_iter().chain(kept) {
+    for (name, content) in outputs.into_iter().chain(thumbnail).chain(kept) {
         if let Some(content) = content {
             append(&mut archive, name, &content)?;
         }

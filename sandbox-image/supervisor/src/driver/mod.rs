@@ -221,9 +221,9 @@ pub fn run() -> io::Result<()> {
         true => word_count::count(&mut steps, main_name, tools_deadline),
         false => None,
     };
-    if let Some(width) = spec.thumbnail_width.filter(|_| succeeded) {
-        thumbnail::render(&mut steps, width, tools_deadline);
-    }
+    // Whenever a PDF is left: a document with errors still gives one, and a job its verdict.
+    let thumbnail =
+        (spec.thumbnail_width).is_some_and(|w| thumbnail::render(&mut steps, w, tools_deadline));
     let driver_state = DriverState {
         next,
         dump: dumped.dump,
@@ -231,6 +231,7 @@ pub fn run() -> io::Result<()> {
         restarted,
         word_count,
         findings,
+        thumbnail,
     }
     .bounded();
     let dumped_format = match driver_state.dump {

@@ -2,11 +2,13 @@
 //! figures ([`super::eps::ghostscript`], `-dSAFER`, starting nothing, the compile's uid and
 //! Landlock rules), reads the first page's size from the compile's PDF, then renders that page
 //! to [`THUMBNAIL_FILE`] at the width asked and the height the page's shape gives. It runs
-//! after everything else, in the main folder, within a time of its own inside the job's.
+//! after everything else, in the main folder, whenever the compile left a PDF (one with errors
+//! is still a `Succeeded` job's), within a time of its own inside the job's, and only when the
+//! image leaves the work folder room: a full folder would fail the job.
 //!
 //! The document may have written a file of that name itself, or a link there: it is removed
-//! first, and again when the render fails, so that what the supervisor takes is Ghostscript's
-//! or nothing. What the page's size query prints is the document's to shape (a PDF's boxes are
+//! first, and again when the render fails, and the supervisor takes the file only when the
+//! driver says it rendered one ([`texfleet_sandbox::DriverState::thumbnail`]). What the page's size query prints is the document's to shape (a PDF's boxes are
 //! its own), so only a first line of four finite numbers and a second of one counts.
 
 use super::eps::{self, GHOSTSCRIPT};
@@ -14,7 +16,9 @@ use super::steps::Steps;
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use texfleet_sandbox::{PDF_FILE, THUMBNAIL_FILE, THUMBNAIL_MAX_ASPECT, THUMBNAIL_WIDTHS};
+use texfleet_sandbox::{
+    PDF_FILE, THUMBNAIL_FILE, THUMBNAIL_MAX_ASPECT, THUMBNAIL_WIDTHS, WORK_DIR,
+};
 
 /// What the size query and the render may take, each: a heavy page renders in a second or two.
 const TIME: Duration = Duration::from_secs(10);
@@ -56,6 +60,13 @@ pub fn render(steps: &mut Steps, width: u32, deadline: Instant) -> bool {
         return false;
     };
     let height = height_for(width, size);
+    // The image must not fill the work folder: that would fail the job as out of space.
+    if !crate::outputs::leaves_room(Path::new(WORK_DIR), largest_png(width, height), 1) {
+        steps
+            .trace
+            .push("texfleet: no thumbnail: the work folder has no room for it".into());
+        return false;
+    }
     let geometry = format!("-g{width}x{height}");
     let render = eps::ghostscript(
         &[
@@ -81,6 +92,13 @@ pub fn render(steps: &mut Steps, width: u32, deadline: Instant) -> bool {
         let _ = fs::remove_file(THUMBNAIL_FILE);
     }
     rendered
+}
+
+/// The most bytes Ghostscript's PNG of `width` by `height` pixels can take: every row's
+/// filter byte and RGB samples, stored uncompressed at worst, with the chunks around them.
+fn largest_png(width: u32, height: u32) -> u64 {
+    let raw = u64::from(height) * (1 + 3 * u64::from(width));
+    raw + raw / 100 + 64 * 1024
 }
 
 /// The first page's width and height in points as it is shown (its rotation applied), from the
