@@ -221,7 +221,7 @@ pub async fn list(
                 "status": "Queued", "engine": "pdflatex", "created_at": "2026-11-23T17:41:33Z",
                 "started_at": null, "finished_at": null, "duration_ms": null, "pdf_storage_key": null,
                 "log_storage_key": null, "error": null, "diagnostics": [], "reused_from": null,
-                "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e", "pdf": null, "log": null, "synctex": null } }],
+                "links": { "self": "/compile/3f2b8c1e-5d6a-4b7c-8d9e-0f1a2b3c4d5e", "pdf": null, "log": null, "synctex": null, "thumbnail": null } }],
     "next_cursor": "MjAyNi0xMS0yM1QxNzo0MTozM1p8M2YyYjhjMWU"
 }))]
 pub struct JobPage {

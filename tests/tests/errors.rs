@@ -200,7 +200,8 @@ async fn accepted_jobs_answer_202_with_location_and_a_queued_job_has_no_pdf_yet(
 
     assert_eq!(
         job["links"],
-        json!({ "self": location, "pdf": null, "log": null, "synctex": null })
+        json!({ "self": location, "pdf": null, "log": null, "synctex": null,
+                "thumbnail": null })
     );
     let fetched: Value = app.get(&location).await.json().await.unwrap();
     assert_eq!(fetched, job);

@@ -32,7 +32,8 @@ async fn assert_succeeded_with_text(app: &TestApp, job: &Value, words: &[&str]) 
     assert_eq!(
         job["links"],
         json!({ "self": format!("/compile/{id}"), "pdf": format!("/compile/{id}/pdf"),
-                "log": format!("/compile/{id}/log"), "synctex": format!("/compile/{id}/synctex") })
+                "log": format!("/compile/{id}/log"), "synctex": format!("/compile/{id}/synctex"),
+                "thumbnail": null })
     );
 
     let stored = app
