@@ -184,7 +184,7 @@ async fn optional(
 
 /// An object streamed from the store with its type, disposition and strong `ETag`, or `304`
 /// when the client has it; `429` when the project has [`MAX_PER_PROJECT`] downloads in flight.
-async fn stream(
+pub(crate) async fn stream(
     state: &AppState,
     project: Uuid,
     key: &str,
@@ -282,7 +282,7 @@ pub struct GzipBytes(Vec<u8>);
 #[schema(value_type = String, format = Binary)]
 pub struct PngBytes(Vec<u8>);
 
-fn strong_etag(sha256: &str) -> HeaderValue {
+pub(crate) fn strong_etag(sha256: &str) -> HeaderValue {
     HeaderValue::try_from(format!("\"{sha256}\"")).expect("hex digits are a header value")
 }
 

@@ -1,5 +1,6 @@
-//! Waiting for jobs to start or finish, for `Prefer: wait`. One LISTEN connection per API
-//! process receives every "job started" and "job finished" notification and fans it out to the
+//! Waiting for jobs to start or finish, for `Prefer: wait`, and for page previews to be
+//! rendered. One LISTEN connection per API process receives every "job started", "job
+//! finished" and "preview finished" notification (each names a job) and fans it out to the
 //! waiting requests, so a waiting request holds no database connection and nobody polls.
 //!
 //! Waits are bounded: at most a quarter of `max_connections` at once, and
@@ -12,7 +13,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db::{self, Notification};
-use texfleet_core::model::Job;
 use texfleet_core::project_slots::{ProjectSlot, ProjectSlots};
 use tokio::sync::{broadcast, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -24,7 +24,7 @@ pub const MAX_WAITS_PER_PROJECT: usize = 16;
 
 #[derive(Clone)]
 pub struct JobEvents {
-    /// The id of every job that started or finished.
+    /// The id of every job that started or finished, or whose page preview did.
     changed: broadcast::Sender<Uuid>,
     /// Cancelled when the API shuts down: every wait ends at once.
     closing: CancellationToken,
@@ -46,7 +46,11 @@ impl JobEvents {
         let sender = changed.clone();
         tokio::spawn(db::listen(
             database_url,
-            &[db::JOBS_STARTED_CHANNEL, db::JOBS_FINISHED_CHANNEL],
+            &[
+                db::JOBS_STARTED_CHANNEL,
+                db::JOBS_FINISHED_CHANNEL,
+                db::PREVIEWS_FINISHED_CHANNEL,
+            ],
             move |n: Notification| {
                 let id = Uuid::parse_str(&n.payload).unwrap_or(Uuid::nil());
                 let _ = sender.send(id);
@@ -75,32 +79,33 @@ impl JobEvents {
         })
     }
 
-    /// Returns `job` once `reached` holds for it or `limit` has passed, re-reading it with
-    /// `fetch` whenever a notification may concern it; at once when no place to wait is free.
-    /// The flag says whether the wait was honoured (it was not when no place was free).
-    pub async fn wait_until<F, Fut>(
+    /// Returns `value` (a job of `project`, or what belongs to the job `id`) once `reached`
+    /// holds for it or `limit` has passed, re-reading it with `fetch` whenever a notification
+    /// may concern it; at once when no place to wait is free. The flag says whether the wait
+    /// was honoured (it was not when no place was free).
+    pub async fn wait_until<T, F, Fut>(
         &self,
-        job: Job,
-        reached: impl Fn(&Job) -> bool,
+        (project, id): (Uuid, Uuid),
+        value: T,
+        reached: impl Fn(&T) -> bool,
         limit: Duration,
         fetch: F,
-    ) -> Result<(Job, bool), Problem>
+    ) -> Result<(T, bool), Problem>
     where
-        F: Fn(Uuid) -> Fut,
-        Fut: Future<Output = Result<Job, Problem>>,
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, Problem>>,
     {
-        if reached(&job) {
-            return Ok((job, true));
+        if reached(&value) {
+            return Ok((value, true));
         }
-        let Some(_place) = self.place(job.project_id) else {
-            return Ok((job, false));
+        let Some(_place) = self.place(project) else {
+            return Ok((value, false));
         };
         let deadline = Instant::now() + limit;
         // Subscribe before the first re-read, so that no notification falls between the two.
         let mut changed = self.changed.subscribe();
-        let id = job.id;
-        let mut job = fetch(id).await?;
-        while !reached(&job) && !self.closing.is_cancelled() {
+        let mut value = fetch().await?;
+        while !reached(&value) && !self.closing.is_cancelled() {
             let notified = tokio::select! {
                 notified = tokio::time::timeout_at(deadline, changed.recv()) => notified,
                 () = self.closing.cancelled() => break,
@@ -109,10 +114,10 @@ impl JobEvents {
                 Err(_wait_over) => break,
                 Ok(Ok(other)) if other != id && !other.is_nil() => continue,
                 // Ours, a reconnect, or notifications lost to lag: look again.
-                Ok(_) => job = fetch(id).await?,
+                Ok(_) => value = fetch().await?,
             }
         }
-        Ok((job, true))
+        Ok((value, true))
     }
 }
 

@@ -7,19 +7,23 @@
 //! - [`webhooks`]: a project's webhook endpoints and their deliveries;
 //! - [`auth`]: Bearer tokens;
 //! - [`receiving`] and [`sending`]: the memory that request bodies and answers hold;
-//! - [`events`]: waiting for jobs to finish (`Prefer: wait`);
+//! - [`events`]: waiting for jobs to finish (`Prefer: wait`) and page previews to be rendered;
+//!   [`page_previews`]: pages of a PDF as images; [`play`]: the reference editor at `/play`;
 //! - [`problem`]: errors as `application/problem+json` (their codes in [`problem_code`]), and
 //!   request ids.
 
 mod auth;
 mod client_address;
 mod connections;
+mod cors;
 mod downloads;
 mod events;
 mod info;
 mod live_tokens;
 mod memory;
 mod metrics;
+mod page_previews;
+mod play;
 mod problem;
 mod problem_code;
 mod project_database;
@@ -134,6 +138,7 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
         .routes(routes!(downloads::get_log))
         .routes(routes!(downloads::get_synctex))
         .routes(routes!(downloads::get_thumbnail))
+        .routes(routes!(page_previews::get_page))
         .routes(routes!(sync::code_to_pdf))
         .routes(routes!(sync::pdf_to_code))
         .routes(routes!(routes::list))
@@ -158,6 +163,7 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
                 )
             }),
         )
+        .merge(play::routes())
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -232,7 +238,13 @@ pub async fn serve(
         // Requests waiting for jobs (Prefer: wait) answer now, with the job as it is.
         events.close();
     };
+    let cors = cors::layer(&state.config.cors_allowed_origins)?;
     let router = router(state, address_limiter);
+    // Outermost, so that a preflight is answered before anything else looks at it.
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
     serve::serve(listener, router, connections, header_timeout, shutdown).await;
     Ok(())
 }

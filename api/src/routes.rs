@@ -138,13 +138,15 @@ pub(crate) async fn respond_after_wait(
     let Some(seconds) = request::prefer_wait(headers) else {
         return Ok((status, Json(job)).into_response());
     };
+    let id = job.id;
     let (job, applied) = state
         .events
         .wait_until(
+            (job.project_id, id),
             job,
             |job| until.reached(job),
             Duration::from_secs(seconds),
-            |id| async move {
+            || async move {
                 read_job(state, auth, id)
                     .await?
                     .ok_or_else(|| Problem::not_found("no such job"))

@@ -62,7 +62,8 @@ pub struct BenchArgs {
     /// Measure only the API ingest and the queue (no sandbox; bench.json is left as it is).
     #[arg(long)]
     ingest_only: bool,
-    /// Measure only the SyncTeX queries (bench.json is left as it is).
+    /// Measure only what an editor asks: SyncTeX queries and page previews (bench.json is
+    /// left as it is).
     #[arg(long)]
     sync_only: bool,
     /// Where bench.json and bench.svg are written.

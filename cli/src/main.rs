@@ -11,6 +11,7 @@ mod exit;
 mod jobs;
 mod local_files;
 mod package_check;
+mod page;
 mod project_files;
 mod report;
 mod soak;
@@ -89,6 +90,9 @@ enum Command {
     Cancel(jobs::CancelArgs),
     /// Where a source line is in a job's PDF, or which line a point of it shows (SyncTeX).
     Sync(sync::SyncArgs),
+    /// Write one page of a Succeeded job's PDF as a PNG (rendered by the server on demand).
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Page(page::PageArgs),
     /// List the project's jobs, newest first.
     List(jobs::ListArgs),
     /// The project's webhook endpoints, their deliveries, and checking a delivery.
@@ -155,6 +159,7 @@ async fn main() -> ExitCode {
             | Command::Log(_)
             | Command::Cancel(_)
             | Command::Sync(_)
+            | Command::Page(_)
             | Command::List(_)
             | Command::Webhook(_)
     );
@@ -166,6 +171,7 @@ async fn main() -> ExitCode {
         Command::Log(args) => jobs::log(args).await,
         Command::Cancel(args) => jobs::cancel(args).await,
         Command::Sync(args) => sync::run(args).await,
+        Command::Page(args) => page::run(args).await,
         Command::List(args) => jobs::list(args).await,
         Command::Webhook(command) => webhook::run(command).await,
         command => serve_or_operate(cli.config, cli.log_format, command)
@@ -235,6 +241,7 @@ async fn serve_or_operate(
         | Command::Log(_)
         | Command::Cancel(_)
         | Command::Sync(_)
+        | Command::Page(_)
         | Command::Wordcount(_)
         | Command::Preview(_)
         | Command::List(_)

@@ -174,6 +174,10 @@ pub struct Config {
     pub webhook_allowed_cidrs: String,
     /// How long a delivery is retried before it is `failed`.
     pub webhook_retry_hours: u32,
+    /// Comma-separated origins (`https://editor.example`) whose pages may call the API from a
+    /// browser (CORS); empty by default: the API sends no CORS headers, and only its own
+    /// pages (`/play`) call it.
+    pub cors_allowed_origins: String,
     /// The first retry's delay; each later one doubles it (with jitter), up to an hour.
     pub webhook_retry_base_seconds: f64,
     /// Deliveries to one endpoint in flight at once, across all schedulers; a project's
@@ -247,6 +251,7 @@ impl Default for Config {
             webhook_secret_key: String::new(),
             webhook_allowed_cidrs: String::new(),
             webhook_retry_hours: 24,
+            cors_allowed_origins: String::new(),
             webhook_retry_base_seconds: 10.0,
             webhook_endpoint_concurrency: 4,
         }

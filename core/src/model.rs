@@ -32,8 +32,13 @@ macro_rules! text_enum {
 
 // After the macro, which it uses.
 mod document_report;
+mod page_preview;
 
 pub use document_report::{CheckMode, Diagnostic, DiagnosticSource, Severity, WordCount};
+pub use page_preview::{
+    page_preview_key, page_previews_prefix, ClaimedPreview, PagePreview, PreviewStatus, Rendered,
+    PAGE_SIDES, PREVIEW_PAGES,
+};
 
 text_enum! {
     /// The states of a job, named as the contract names them.

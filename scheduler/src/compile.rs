@@ -13,6 +13,8 @@ use crate::record::record;
 use crate::stop::{JobStop, StopReason};
 use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
+use std::convert::Infallible;
+use std::future::Future;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
 use texfleet_core::model::{CheckMode, ClaimedJob, JobStatus, Severity, WordCount};
@@ -22,9 +24,11 @@ pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
     let span = tracing::info_span!("job", job_id = %job.id, project_id = %job.project_id, attempt = job.attempt);
     async {
         let started = Instant::now();
+        let lease = context.config.lease_seconds;
+        let renew = || db::renew_lease(&context.db, job.id, &context.owner, lease);
         let result = tokio::select! {
             result = compile_and_upload(context, &job, stop) => result,
-            never = keep_lease(context, &job, stop) => match never {},
+            never = keep_lease(context, stop, renew) => match never {},
         };
         record(
             context,
@@ -39,23 +43,24 @@ pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
     .await
 }
 
-/// Renews the lease every third of its length for as long as the compile runs; when the lease
-/// is gone, stops the compile. Postgres errors are only logged: the lease outlives short
-/// outages, and rescue by another scheduler shows up as a lost lease once Postgres is back.
-async fn keep_lease(
-    context: &Context,
-    job: &ClaimedJob,
-    stop: &JobStop,
-) -> std::convert::Infallible {
+/// Renews a lease with `renew` every third of its length for as long as the work runs (a
+/// compile, a page preview); when the lease is gone, stops it. Postgres errors are only
+/// logged: the lease outlives short outages, and rescue by another scheduler shows up as a
+/// lost lease once Postgres is back.
+pub async fn keep_lease<F, Fut>(context: &Context, stop: &JobStop, renew: F) -> Infallible
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = db::DbResult<bool>>,
+{
     let lease = context.config.lease_seconds;
     let mut ticks = tokio::time::interval(Duration::from_secs(lease).div_f64(3.0));
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        match db::renew_lease(&context.db, job.id, &context.owner, lease).await {
+        match renew().await {
             Ok(true) => {}
             Ok(false) => {
-                tracing::warn!("lease lost; stopping the compile");
+                tracing::warn!("lease lost; stopping");
                 stop.stop(StopReason::LeaseLost);
                 return std::future::pending().await;
             }

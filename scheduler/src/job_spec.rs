@@ -5,7 +5,7 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::time::Duration;
-use texfleet_core::model::{CheckMode, ClaimedJob, Engine};
+use texfleet_core::model::{CheckMode, ClaimedJob, ClaimedPreview, Engine};
 use texfleet_core::Config;
 use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES};
 
@@ -25,6 +25,7 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
             CheckMode::Error => texfleet_sandbox::CheckMode::Error,
         }),
         thumbnail_width: job.thumbnail_width,
+        preview_page: None,
         timeout_seconds: job.timeout_seconds,
         max_pdf_bytes: config.max_pdf_bytes as u64,
         max_log_bytes: config.max_log_bytes as u64,
@@ -39,6 +40,39 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
                 content_base64: BASE64.encode(&f.content),
             })
             .collect(),
+        preamble: Default::default(),
+        previous: Default::default(),
+    }
+}
+
+/// The longest a page preview may render: counting the pages and reading the page's size,
+/// then the render, each of which the driver stops at 10 s.
+pub const PREVIEW_TIMEOUT_SECONDS: u32 = 25;
+/// The name the PDF of a page preview has in the sandbox: not an output's, which the
+/// supervisor would take.
+const PREVIEW_PDF: &str = "document.pdf";
+
+/// The spec of one page preview of `pdf`: no compile, the page rendered as the thumbnail is.
+pub fn preview_spec(config: &Config, preview: &ClaimedPreview, pdf: &[u8]) -> JobSpec {
+    JobSpec {
+        nonce: format!("{:032x}", rand::random::<u128>()),
+        engine: texfleet_sandbox::Engine::Pdflatex,
+        halt_on_error: false,
+        draft: false,
+        wordcount: false,
+        check: None,
+        thumbnail_width: Some(preview.width),
+        preview_page: Some(preview.page),
+        timeout_seconds: PREVIEW_TIMEOUT_SECONDS,
+        max_pdf_bytes: config.max_pdf_bytes as u64,
+        max_log_bytes: config.max_log_bytes as u64,
+        max_synctex_bytes: config.max_synctex_bytes as u64,
+        main: PREVIEW_PDF.into(),
+        source_date_epoch: 0,
+        files: vec![FileSpec {
+            path: PREVIEW_PDF.into(),
+            content_base64: BASE64.encode(pdf),
+        }],
         preamble: Default::default(),
         previous: Default::default(),
     }

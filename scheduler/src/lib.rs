@@ -5,6 +5,7 @@
 //!   image holds, registered for the API. Every Docker call is in these;
 //! - [`warm_pool`]: containers started ahead of demand;
 //! - [`compile`]: one job from claim to uploaded outputs, renewing its lease;
+//!   [`page_preview`]: one page of a stored PDF rendered on demand, likewise;
 //!   [`job_spec`]: what the sandbox reads on stdin; [`floor`]: the benchmark's floor;
 //!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
@@ -35,6 +36,7 @@ mod job_spec;
 mod kept_documents;
 mod metrics;
 mod outcome;
+mod page_preview;
 mod probes;
 mod record;
 mod sandboxes;
@@ -64,6 +66,32 @@ pub use floor::{handed_on, run_floor, start_floor};
 pub use inventory::count_sandbox_containers;
 pub use sandboxes::Sandboxes;
 pub use self_check::check_sandbox;
+
+/// Page previews of one project that render at once on one scheduler's claim.
+const PREVIEWS_PER_PROJECT: usize = 2;
+
+/// Runs `work` (a compile or a page preview) in its own task, holding `permit` (a slot) and its
+/// place among the running, which it frees when it ends; then wakes the claim loop.
+fn start<F, Fut>(
+    running: &Arc<RunningJobs>,
+    wake: &Arc<Notify>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    id: Uuid,
+    work: F,
+) where
+    F: FnOnce(Arc<stop::JobStop>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let stop = running.start(id);
+    let future = work(stop);
+    let (running, wake) = (running.clone(), wake.clone());
+    tokio::spawn(async move {
+        future.await;
+        running.finish(id);
+        drop(permit);
+        wake.notify_one();
+    });
+}
 
 /// What every task of a scheduler shares.
 pub struct Context {
@@ -198,6 +226,28 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let free = free_slots.available_permits();
         let mut claimed = 0;
         let open = free.saturating_sub(reserved);
+        // Previews take seconds and an editor waits for them: they are claimed first, in up
+        // to half the open slots, one per project and claim.
+        let previews = match open.div_ceil(2) {
+            0 => Ok(Vec::new()),
+            limit => {
+                let lease = config.lease_seconds;
+                db::claim_previews(&context.db, &owner, lease, limit, PREVIEWS_PER_PROJECT).await
+            }
+        };
+        match previews {
+            Ok(previews) => {
+                claimed += previews.len();
+                for preview in previews {
+                    let permit = free_slots.clone().try_acquire_owned()?;
+                    let context = context.clone();
+                    start(&running, &wake, permit, preview.id, |stop| async move {
+                        page_preview::process(&context, preview, &stop).await
+                    });
+                }
+            }
+            Err(error) => tracing::warn!(%error, "claim of page previews failed"),
+        }
         for (limit, per_project) in [
             (open, config.max_running_per_project),
             // A cap of one running job: only projects with none running offer a job.
@@ -222,15 +272,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                     for job in jobs {
                         metrics::QUEUE_WAIT.observe(job.waited_seconds);
                         let permit = free_slots.clone().try_acquire_owned()?;
-                        let stop = running.start(job.id);
-                        let (context, wake, running) =
-                            (context.clone(), wake.clone(), running.clone());
-                        tokio::spawn(async move {
-                            let id = job.id;
-                            compile::process(&context, job, &stop).await;
-                            running.finish(id);
-                            drop(permit);
-                            wake.notify_one();
+                        let context = context.clone();
+                        start(&running, &wake, permit, job.id, |stop| async move {
+                            compile::process(&context, job, &stop).await
                         });
                     }
                 }

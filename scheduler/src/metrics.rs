@@ -142,6 +142,27 @@ pub static RETRIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+pub static PAGE_PREVIEWS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_page_previews_total",
+        "Page previews this scheduler rendered, by outcome: stored, past_the_end (no such page), \
+         failed (no image came out) or released (queued again after a failure of ours).",
+        &["outcome"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static PAGE_PREVIEW_TIME: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram_with_registry!(
+        "texfleet_page_preview_seconds",
+        "From the claim of a page preview to its image stored.",
+        SECONDS.to_vec(),
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 pub static UPLOAD_RETRIES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter_with_registry!(
         "texfleet_upload_retries_total",

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db;
-use texfleet_core::model::storage_keys;
+use texfleet_core::model::{page_previews_prefix, storage_keys};
 use uuid::Uuid;
 
 /// How often the queue gauges are refreshed.
@@ -46,6 +46,11 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                     }
                     Ok(_) => {}
                     Err(error) => tracing::warn!(%error, "lease rescue failed"),
+                }
+                match db::rescue_expired_previews(&context.db).await {
+                    Ok(0) => {}
+                    Ok(rescued) => tracing::warn!(rescued, "released page previews whose lease expired"),
+                    Err(error) => tracing::warn!(%error, "page preview lease rescue failed"),
                 }
             }
             _ = sweep.tick() => sweep_orphans(&context, &running).await,
@@ -147,7 +152,15 @@ async fn delete_expired_jobs(context: &Context) {
             };
         let mut deletable = Vec::new();
         'jobs: for &id in &expired {
-            for key in storage_keys(id) {
+            let previews = match context.storage.list(&page_previews_prefix(id)).await {
+                Ok(previews) => previews,
+                Err(error) => {
+                    tracing::warn!(%error, "could not list a job's page previews past retention; keeping its job");
+                    metrics::RETENTION.with_label_values(&["kept"]).inc();
+                    continue;
+                }
+            };
+            for key in storage_keys(id).into_iter().chain(previews) {
                 if let Err(error) = context.storage.delete(&key).await {
                     tracing::warn!(%error, key, "could not delete an object past retention; keeping its job");
                     metrics::RETENTION.with_label_values(&["kept"]).inc();

@@ -5,6 +5,7 @@
 //!
 //! - [`app`]: the API and scheduler of a test, and requests to them;
 //! - [`api_object`]: what tests read of the API's answers (`job.id()`);
+//! - [`browser`]: headless Chromium, for the reference editor (`/play`);
 //! - [`cli`]: the `texfleet` binary, run as a user would;
 //! - [`processes`]: schedulers as real processes, and the dev scripts;
 //! - [`docker`]: the sandbox containers seen from outside, and the canaries;
@@ -23,6 +24,7 @@
 
 mod api_object;
 mod app;
+mod browser;
 mod cli;
 mod docker;
 mod docker_engine;
@@ -41,6 +43,7 @@ mod webhook_receiver;
 
 pub use api_object::*;
 pub use app::*;
+pub use browser::*;
 pub use cli::*;
 pub use docker::*;
 pub use docker_engine::*;

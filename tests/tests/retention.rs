@@ -1,4 +1,5 @@
-//! Retention on the real stack: finished jobs past it are deleted with their objects.
+//! Retention on the real stack: finished jobs past it are deleted with their objects (their
+//! page previews too).
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -25,6 +26,13 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
     .await;
     let succeeded = app.compile(json!({ "input_latex": HELLO })).await;
     assert_eq!(succeeded["status"], "Succeeded");
+    let preview = app
+        .get(&format!("/compile/{}/pages/1?width=100", succeeded.id()))
+        .await;
+    assert_eq!(preview.status(), StatusCode::OK);
+    let short = succeeded.id().split('-').next().unwrap();
+    let preview_key = format!("compiles/{short}/pages/1-100.png");
+    assert!(app.storage.get_bytes(&preview_key).await.is_ok());
     let failed = app
         .compile(json!({ "input_latex": "\\documentclass{article}\\begin{document}\\undefined\\end{document}" }))
         .await;
@@ -60,6 +68,7 @@ async fn finished_jobs_past_retention_are_deleted_with_their_objects() {
         &succeeded["pdf_storage_key"],
         &succeeded["log_storage_key"],
         &failed["log_storage_key"],
+        &json!(preview_key),
     ] {
         assert_not_stored(&app, key.as_str().unwrap()).await;
     }

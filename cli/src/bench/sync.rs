@@ -1,6 +1,7 @@
-//! The SyncTeX queries an editor makes on every click, on a thesis of about thirty pages: the
-//! first query of a job (its file read and parsed) and the next ones (the parsed file kept),
-//! forward and inverse, timed at the client.
+//! What an editor asks on every click and every page it shows, on a thesis of about thirty
+//! pages: the SyncTeX queries (the first of a job, its file read and parsed, and the next
+//! ones, the parsed file kept), forward and inverse; and page previews, rendered on demand and
+//! then served from the store. Timed at the client.
 
 use super::report::Figures;
 use super::{ms, percentile};
@@ -59,11 +60,41 @@ pub async fn sync_queries(client: &Client, figures: &mut Figures) -> anyhow::Res
         "\nSyncTeX queries on a {pages}-page thesis: first (read and parsed) {:.1} ms | forward p50 {forward_p50:.2} ms, p90 {forward_p90:.2} ms | inverse p50 {inverse_p50:.2} ms, p90 {inverse_p90:.2} ms",
         ms(first)
     );
+    let previews = page_previews(client, &id).await?;
     figures.sync = json!({
         "pages": pages, "first_ms": ms(first), "forward_p50_ms": forward_p50,
         "forward_p90_ms": forward_p90, "inverse_p50_ms": inverse_p50, "inverse_p90_ms": inverse_p90,
+        "previews": previews,
     });
     Ok(())
+}
+
+/// Renders of the first page timed one after another (each at a width of its own, so each is
+/// a render), then the same images asked again (served from the store).
+const RENDERS: u32 = 20;
+
+async fn page_previews(client: &Client, id: &str) -> anyhow::Result<serde_json::Value> {
+    let mut rendered = Vec::new();
+    let mut stored = Vec::new();
+    for round in [&mut rendered, &mut stored] {
+        for width in (0..RENDERS).map(|n| 400 + n) {
+            let started = Instant::now();
+            let png = client.output(id, &format!("pages/1?width={width}")).await?;
+            round.push(started.elapsed());
+            ensure!(png.starts_with(b"\x89PNG"), "page 1 at {width} is no PNG");
+        }
+    }
+    let quantiles =
+        |samples: &[Duration]| (ms(percentile(samples, 0.5)), ms(percentile(samples, 0.9)));
+    let ((rendered_p50, rendered_p90), (stored_p50, stored_p90)) =
+        (quantiles(&rendered), quantiles(&stored));
+    println!(
+        "First-page previews: rendered on demand p50 {rendered_p50:.1} ms, p90 {rendered_p90:.1} ms | from the store p50 {stored_p50:.1} ms, p90 {stored_p90:.1} ms"
+    );
+    Ok(json!({
+        "rendered_p50_ms": rendered_p50, "rendered_p90_ms": rendered_p90,
+        "stored_p50_ms": stored_p50, "stored_p90_ms": stored_p90,
+    }))
 }
 
 /// A report of six chapters of five sections of prose, and its number of lines.

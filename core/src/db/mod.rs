@@ -6,6 +6,7 @@
 //!   one project, so that row-level security shows it that project's rows only;
 //! - [`claim`] and [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry,
 //!   retention;
+//! - [`previews`]: page previews' own small queue (the API's request, the scheduler's claim);
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
 //! - [`fleet`]: the schedulers' heartbeats; [`images`]: what each sandbox image holds;
 //! - [`webhooks`]: a project's endpoints (the API's), and the outbox of deliveries (the
@@ -19,6 +20,7 @@ mod fleet;
 mod images;
 mod jobs;
 mod notify;
+mod previews;
 mod queue;
 mod scratch;
 mod submit;
@@ -32,6 +34,7 @@ pub use fleet::*;
 pub use images::*;
 pub use jobs::*;
 pub use notify::*;
+pub use previews::*;
 pub use queue::*;
 pub use scratch::*;
 pub use submit::*;

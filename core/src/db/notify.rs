@@ -15,6 +15,9 @@ pub const JOBS_STARTED_CHANNEL: &str = "texfleet_job_started";
 pub const WEBHOOKS_CHANNEL: &str = "texfleet_webhooks";
 /// Channel a trigger notifies whenever a job reaches a final state (payload: the job id).
 pub const JOBS_FINISHED_CHANNEL: &str = "texfleet_job_finished";
+/// Channel a trigger notifies whenever a page preview is rendered or fails (migration V25;
+/// payload: its job's id).
+pub const PREVIEWS_FINISHED_CHANNEL: &str = "texfleet_preview_finished";
 
 /// A notification: its channel and payload. [`RECONNECTED`] as payload means notifications
 /// may have been missed while the connection was down, so listeners should look again.

@@ -83,12 +83,15 @@ pub async fn hand_back_job(pool: &Pool, id: Uuid, owner: &str) -> DbResult<bool>
     Ok(handed == 1)
 }
 
-/// The lease owner of each of these jobs that is running.
+/// The lease owner of each of these jobs or page previews that is running (a sandbox
+/// container carries the id of what it runs).
 pub async fn running_lease_owners(pool: &Pool, ids: &[Uuid]) -> DbResult<HashMap<Uuid, String>> {
     let client = pool.get().await?;
     let rows = client
         .query(
-            "SELECT id, lease_owner FROM jobs WHERE id = ANY($1) AND status = 'Running'",
+            "SELECT id, lease_owner FROM jobs WHERE id = ANY($1) AND status = 'Running'
+             UNION ALL
+             SELECT id, lease_owner FROM page_previews WHERE id = ANY($1) AND status = 'Running'",
             &[&ids],
         )
         .await?;

@@ -61,6 +61,13 @@ pub struct DriverState {
     /// file of that name only then (the document can write one).
     #[serde(default)]
     pub thumbnail: bool,
+    /// How many pages the PDF has, as Ghostscript counted them for a page preview.
+    #[serde(default)]
+    pub page_count: Option<u32>,
+    /// The rendered page's width and height as shown (its rotation applied), in hundredths of
+    /// a point: where a click on the image is in the page.
+    #[serde(default)]
+    pub page_size: Option<[u32; 2]>,
 }
 
 /// The most chktex findings a compile hands over, and the longest message or file name of one.

@@ -30,7 +30,8 @@ pub const REPORT_FILE: &str = "report.json";
 pub const PDF_FILE: &str = "output.pdf";
 pub const LOG_FILE: &str = "output.log";
 pub const SYNCTEX_FILE: &str = "output.synctex.gz";
-/// The first page as a PNG, [`JobSpec::thumbnail_width`] pixels wide.
+/// The first page as a PNG, [`JobSpec::thumbnail_width`] pixels wide (or the page a preview
+/// asks for, [`JobSpec::preview_page`]).
 pub const THUMBNAIL_FILE: &str = "output.thumbnail.png";
 /// The widths a thumbnail may have, in pixels.
 pub const THUMBNAIL_WIDTHS: std::ops::RangeInclusive<u32> = 16..=1200;
@@ -100,6 +101,11 @@ pub struct JobSpec {
     /// Ghostscript renders the first page as [`THUMBNAIL_FILE`] this wide, after the compile.
     #[serde(default)]
     pub thumbnail_width: Option<u32>,
+    /// A page preview instead of a compile: `main` is a PDF, whose page of this number
+    /// Ghostscript renders as [`THUMBNAIL_FILE`], [`JobSpec::thumbnail_width`] pixels wide
+    /// ([`DriverState::page_count`] says how many pages it has).
+    #[serde(default)]
+    pub preview_page: Option<u32>,
     pub timeout_seconds: u32,
     pub max_pdf_bytes: u64,
     pub max_log_bytes: u64,
@@ -258,6 +264,7 @@ mod tests {
             wordcount: false,
             check: None,
             thumbnail_width: None,
+            preview_page: None,
             timeout_seconds: 1,
             max_pdf_bytes: 1,
             max_log_bytes: 1,

@@ -95,6 +95,7 @@ fn compile_side_checks(spec: &CheckSpec) -> io::Result<Vec<Check>> {
         wordcount: false,
         check: None,
         thumbnail_width: None,
+        preview_page: None,
         timeout_seconds: COMPILE_SIDE_TIMEOUT,
         max_pdf_bytes: 1 << 20,
         max_log_bytes: 1 << 20,

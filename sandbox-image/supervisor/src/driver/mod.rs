@@ -121,6 +121,9 @@ pub fn run() -> io::Result<()> {
 
     lay_out(&mut steps, &spec, engine, &folder)?;
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
+    if let Some(page) = spec.preview_page {
+        return thumbnail::preview(channel, steps, &spec, page, started + timeout);
+    }
     let tools_deadline = started + timeout.saturating_sub(MARGIN);
     let findings = spec
         .check
@@ -222,8 +225,8 @@ pub fn run() -> io::Result<()> {
         false => None,
     };
     // Whenever a PDF is left: a document with errors still gives one, and a job its verdict.
-    let thumbnail =
-        (spec.thumbnail_width).is_some_and(|w| thumbnail::render(&mut steps, w, tools_deadline));
+    let thumbnail = (spec.thumbnail_width)
+        .is_some_and(|w| thumbnail::render(&mut steps, PDF_FILE, 1, w, tools_deadline).image);
     let driver_state = DriverState {
         next,
         dump: dumped.dump,
@@ -232,6 +235,7 @@ pub fn run() -> io::Result<()> {
         word_count,
         findings,
         thumbnail,
+        ..DriverState::default()
     }
     .bounded();
     let dumped_format = match driver_state.dump {
@@ -363,25 +367,10 @@ fn lay_out(steps: &mut Steps, spec: &JobSpec, engine: Engine, folder: &Path) -> 
     fs::create_dir_all(confine::TEXMF_VAR)?;
     std::env::set_current_dir(folder)?;
     if engine == Engine::Lualatex {
-        copy_font_names();
+        engine::copy_font_names();
     }
     eps::convert_all(steps, &spec.files, work, spec.timeout_seconds);
     Ok(())
-}
-
-/// luaotfload looks for its font name database only where it may write (the job's cache),
-/// so the one built into the image is copied there (a few kilobytes); otherwise every job
-/// would rebuild it, which takes seconds. Its font caches it reads from the image directly.
-fn copy_font_names() {
-    const NAMES: &str = "luatex-cache/generic/names";
-    let (from, to) = (
-        Path::new("/var/lib/texmf").join(NAMES),
-        Path::new(confine::TEXMF_VAR).join(NAMES),
-    );
-    let _ = fs::create_dir_all(&to);
-    for entry in fs::read_dir(from).into_iter().flatten().flatten() {
-        let _ = fs::copy(entry.path(), to.join(entry.file_name()));
-    }
 }
 
 /// The trace goes at the end of the job's log, where users look.

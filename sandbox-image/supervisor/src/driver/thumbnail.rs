@@ -1,78 +1,131 @@
-//! The first page's thumbnail a job can ask for (`"thumbnail_width"`): Ghostscript, as for EPS
-//! figures ([`super::eps::ghostscript`], `-dSAFER`, starting nothing, the compile's uid and
-//! Landlock rules), reads the first page's size from the compile's PDF, then renders that page
-//! to [`THUMBNAIL_FILE`] at the width asked and the height the page's shape gives. It runs
-//! after everything else, in the main folder, whenever the compile left a PDF (one with errors
-//! is still a `Succeeded` job's), within a time of its own inside the job's, and only when the
-//! image leaves the work folder room: a full folder would fail the job.
+//! Pages as images: the first page's thumbnail a job can ask for (`"thumbnail_width"`), and a
+//! page preview of a stored PDF ([`preview`]). Ghostscript, as for EPS figures
+//! ([`super::eps::ghostscript`], `-dSAFER`, starting nothing, the compile's uid and Landlock
+//! rules), counts the PDF's pages and reads the page's size, then renders that page to
+//! [`THUMBNAIL_FILE`] at the width asked and the height the page's shape gives. A thumbnail is
+//! rendered after everything else, in the main folder, whenever the compile left a PDF (one
+//! with errors is still a `Succeeded` job's), within a time of its own inside the job's, and
+//! only when the image leaves the work folder room: a full folder would fail the job.
 //!
 //! The document may have written a file of that name itself, or a link there: it is removed
 //! first, and again when the render fails, and the supervisor takes the file only when the
-//! driver says it rendered one ([`texfleet_sandbox::DriverState::thumbnail`]). What the page's size query prints is the document's to shape (a PDF's boxes are
-//! its own), so only a first line of four finite numbers and a second of one counts.
+//! driver says it rendered one ([`texfleet_sandbox::DriverState::thumbnail`]). What the size
+//! query prints is the document's to shape (a PDF's boxes are its own), so only a first line
+//! of a page count, a second of four finite numbers and a third of one counts.
 
 use super::eps::{self, GHOSTSCRIPT};
 use super::steps::Steps;
 use std::fs;
+use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use texfleet_sandbox::{
-    PDF_FILE, THUMBNAIL_FILE, THUMBNAIL_MAX_ASPECT, THUMBNAIL_WIDTHS, WORK_DIR,
+    DriverState, JobSpec, THUMBNAIL_FILE, THUMBNAIL_MAX_ASPECT, THUMBNAIL_WIDTHS, WORK_DIR,
 };
 
 /// What the size query and the render may take, each: a heavy page renders in a second or two.
 const TIME: Duration = Duration::from_secs(10);
 /// The most of the size query's output read: two short lines.
 const MAX_OUTPUT: u64 = 4096;
-/// Prints the first page's media box, then its rotation (0 when it has none).
-const PAGE_SIZE: &str =
-    "File (r) file runpdfbegin 1 pdfgetpage dup /MediaBox pget pop == /Rotate pget {==} {0 ==} ifelse quit";
+/// Prints the PDF's page count, then page `page`'s media box and its rotation (0 when it has
+/// none); a page past the end stops it after the count.
+fn page_size_query(page: u32) -> String {
+    format!("File (r) file runpdfbegin pdfpagecount == {page} pdfgetpage dup /MediaBox pget pop == /Rotate pget {{==}} {{0 ==}} ifelse quit")
+}
 
-/// Renders the first page of `PDF_FILE` in the current folder `width` pixels wide, ending by
-/// `deadline` at the latest. True when [`THUMBNAIL_FILE`] is there for the supervisor to take.
-pub fn render(steps: &mut Steps, width: u32, deadline: Instant) -> bool {
+/// What a render gave.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// [`THUMBNAIL_FILE`] is there for the supervisor to take.
+    pub image: bool,
+    /// The PDF's pages, when Ghostscript counted them.
+    pub page_count: Option<u32>,
+    /// The page's width and height as shown, in hundredths of a point, when it was rendered.
+    pub page_size: Option<[u32; 2]>,
+}
+
+/// A page preview instead of a compile ([`JobSpec::preview_page`]): the main document, laid
+/// out in the current folder, is the PDF. Hands the supervisor whether the page was rendered
+/// and how many pages the PDF has.
+pub fn preview(
+    channel: fs::File,
+    mut steps: Steps,
+    spec: &JobSpec,
+    page: u32,
+    deadline: Instant,
+) -> io::Result<()> {
+    let pdf = Path::new(&spec.main)
+        .file_name()
+        .and_then(|name| name.to_str());
+    let width = spec.thumbnail_width.unwrap_or(0);
+    let rendered = pdf.map_or_else(Rendered::default, |pdf| {
+        render(&mut steps, pdf, page, width, deadline)
+    });
+    let state = DriverState {
+        thumbnail: rendered.image,
+        page_count: rendered.page_count,
+        page_size: rendered.page_size,
+        ..DriverState::default()
+    };
+    super::hand_over(channel, &mut steps, &state.bounded(), &[]);
+    super::append_to_log(&steps.trace)
+}
+
+/// Renders page `page` of `pdf` in the current folder `width` pixels wide, ending by
+/// `deadline` at the latest.
+pub fn render(steps: &mut Steps, pdf: &str, page: u32, width: u32, deadline: Instant) -> Rendered {
     let _ = fs::remove_file(THUMBNAIL_FILE);
-    let is_pdf = fs::symlink_metadata(PDF_FILE).is_ok_and(|m| m.file_type().is_file());
-    if !THUMBNAIL_WIDTHS.contains(&width) || !is_pdf {
-        steps.skip("the thumbnail: no PDF, or a width out of bounds".into());
-        return false;
+    let is_pdf = fs::symlink_metadata(pdf).is_ok_and(|m| m.file_type().is_file());
+    if !THUMBNAIL_WIDTHS.contains(&width) || page == 0 || !is_pdf {
+        steps.skip("the page image: no PDF, or a width out of bounds".into());
+        return Rendered::default();
     }
     if !Path::new(GHOSTSCRIPT).exists() {
-        steps.skip("the thumbnail: Ghostscript is not installed".into());
-        return false;
+        steps.skip("the page image: Ghostscript is not installed".into());
+        return Rendered::default();
     }
     let limits = eps::limits(TIME.as_secs());
-    let permit = format!("--permit-file-read={PDF_FILE}");
-    let file = format!("-sFile={PDF_FILE}");
+    let permit = format!("--permit-file-read={pdf}");
+    let file = format!("-sFile={pdf}");
+    let query = page_size_query(page);
     let query = eps::ghostscript(
-        &["-dNODISPLAY", &permit, &file, "-c", PAGE_SIZE],
+        &["-dNODISPLAY", &permit, &file, "-c", &query],
         &steps.environment,
     );
     let until = deadline.min(Instant::now() + TIME);
-    let size = steps
+    let answered = steps
         .run_by(&query, &limits, until)
-        .filter(|exit| exit.success())
-        .and_then(|_| page_size(&steps.last_output(MAX_OUTPUT)));
-    let Some(size) = size else {
-        steps
-            .trace
-            .push("texfleet: no thumbnail: the first page's size could not be read".into());
-        return false;
+        .is_some_and(|exit| exit.success());
+    let output = steps.last_output(MAX_OUTPUT);
+    let page_count = page_count(&output);
+    let size = page_size(&output).filter(|_| answered);
+    let Some(size) = size.filter(|_| page_count.is_some_and(|count| page <= count)) else {
+        steps.trace.push(format!(
+            "texfleet: no image of page {page}: its size could not be read"
+        ));
+        return Rendered {
+            page_count,
+            ..Rendered::default()
+        };
     };
     let height = height_for(width, size);
     // The image must not fill the work folder: that would fail the job as out of space.
     if !crate::outputs::leaves_room(Path::new(WORK_DIR), largest_png(width, height), 1) {
-        steps
-            .trace
-            .push("texfleet: no thumbnail: the work folder has no room for it".into());
-        return false;
+        steps.trace.push(format!(
+            "texfleet: no image of page {page}: the work folder has no room for it"
+        ));
+        return Rendered {
+            page_count,
+            ..Rendered::default()
+        };
     }
     let geometry = format!("-g{width}x{height}");
+    let (first, last) = (format!("-dFirstPage={page}"), format!("-dLastPage={page}"));
     let render = eps::ghostscript(
         &[
             "-sDEVICE=png16m",
-            "-dFirstPage=1",
-            "-dLastPage=1",
+            &first,
+            &last,
             "-dPDFFitPage",
             "-dFIXEDMEDIA",
             &geometry,
@@ -80,7 +133,7 @@ pub fn render(steps: &mut Steps, width: u32, deadline: Instant) -> bool {
             "-dGraphicsAlphaBits=4",
             "-o",
             THUMBNAIL_FILE,
-            PDF_FILE,
+            pdf,
         ],
         &steps.environment,
     );
@@ -91,7 +144,18 @@ pub fn render(steps: &mut Steps, width: u32, deadline: Instant) -> bool {
     if !rendered {
         let _ = fs::remove_file(THUMBNAIL_FILE);
     }
-    rendered
+    let hundredths = |points: f64| (points * 100.0).round() as u32;
+    Rendered {
+        image: rendered,
+        page_count,
+        page_size: rendered.then_some([hundredths(size.0), hundredths(size.1)]),
+    }
+}
+
+/// The PDF's page count: the size query's first line.
+fn page_count(output: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(output).ok()?;
+    text.lines().next()?.trim().parse().ok()
 }
 
 /// The most bytes Ghostscript's PNG of `width` by `height` pixels can take: every row's
@@ -101,11 +165,11 @@ fn largest_png(width: u32, height: u32) -> u64 {
     raw + raw / 100 + 64 * 1024
 }
 
-/// The first page's width and height in points as it is shown (its rotation applied), from the
-/// size query's output.
+/// The page's width and height in points as it is shown (its rotation applied), from the
+/// size query's output (after the page count).
 fn page_size(output: &[u8]) -> Option<(f64, f64)> {
     let text = std::str::from_utf8(output).ok()?;
-    let mut lines = text.lines();
+    let mut lines = text.lines().skip(1);
     let corners: Vec<f64> = lines
         .next()?
         .trim()
@@ -143,12 +207,15 @@ mod tests {
     #[test]
     fn only_four_finite_numbers_then_a_rotation_are_a_page_size() {
         assert_eq!(
-            page_size(b"[0 0 595.276 841.89]\n0\n"),
+            page_size(b"3\n[0 0 595.276 841.89]\n0\n"),
             Some((595.276, 841.89))
         );
-        assert_eq!(page_size(b"[0 0 595 842]\n90\n"), Some((842.0, 595.0)));
-        assert_eq!(page_size(b"[0 0 595 842]\n-270\n"), Some((842.0, 595.0)));
-        assert_eq!(page_size(b"[10 20 110 220]\n180\n"), Some((100.0, 200.0)));
+        assert_eq!(page_size(b"1\n[0 0 595 842]\n90\n"), Some((842.0, 595.0)));
+        assert_eq!(page_size(b"1\n[0 0 595 842]\n-270\n"), Some((842.0, 595.0)));
+        assert_eq!(
+            page_size(b"1\n[10 20 110 220]\n180\n"),
+            Some((100.0, 200.0))
+        );
         for bad in [
             &b"[0 0 595 842]\n"[..],
             b"[0 0 595]\n0\n",
@@ -161,7 +228,23 @@ mod tests {
             b"[0 0 595 842]\nninety\n",
             b"\xff",
         ] {
-            assert_eq!(page_size(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            let mut output = b"1\n".to_vec();
+            output.extend_from_slice(bad);
+            assert_eq!(
+                page_size(&output),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn the_page_count_is_the_first_line_alone() {
+        assert_eq!(page_count(b"12\n[0 0 1 1]\n0\n"), Some(12));
+        assert_eq!(page_count(b"2\n"), Some(2));
+        for bad in [&b"-1\n"[..], b"1.5\n", b"[0 0 1 1]\n", b"", b"\xff"] {
+            assert_eq!(page_count(bad), None);
         }
     }
 

@@ -1,0 +1,284 @@
+//! Page previews' queue, in one place: the API finds or requests one inside its project's
+//! transaction (row-level security shows it that project's previews only); a scheduler claims
+//! them with the jobs' lease protocol (claim with SKIP LOCKED, renew, finish or release under
+//! the lease, rescue of expired leases).
+
+use super::{parsed, DbResult, Pool};
+use crate::model::{ClaimedPreview, PagePreview, Rendered};
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+/// Previews of one project that may be queued or rendering at once.
+pub const MAX_UNFINISHED_PREVIEWS_PER_PROJECT: i64 = 8;
+/// Previews one job may have in all (each page at each width is one).
+pub const MAX_PREVIEWS_PER_JOB: i64 = 500;
+/// Renders of one preview before it fails: a render that loses its scheduler is tried again.
+pub const MAX_PREVIEW_ATTEMPTS: i32 = 3;
+
+const PREVIEW_COLUMNS: &str = "job_id, project_id, page, width, status, storage_key, sha256, \
+     page_width, page_height, page_count, error_message";
+
+/// What a request for a preview found.
+pub enum PreviewRequest {
+    /// The preview, requested now or before.
+    Found(PagePreview),
+    /// The project has [`MAX_UNFINISHED_PREVIEWS_PER_PROJECT`] previews under way, or the job
+    /// [`MAX_PREVIEWS_PER_JOB`].
+    TooMany,
+}
+
+/// The preview of `page` at `width` of the job `job_id` (which the caller found Succeeded in
+/// its project), queued now unless it exists or a limit says no.
+pub async fn request_preview(
+    client: &impl GenericClient,
+    job_id: Uuid,
+    page: u32,
+    width: u32,
+) -> DbResult<PreviewRequest> {
+    if let Some(preview) = get_preview(client, job_id, page, width).await? {
+        return Ok(PreviewRequest::Found(preview));
+    }
+    // Counted under row-level security: the project's previews only.
+    let inserted = client
+        .query_opt(
+            &format!(
+                "INSERT INTO page_previews (job_id, project_id, page, width)
+                 SELECT $1, current_project(), $2, $3
+                 WHERE (SELECT count(*) FROM page_previews
+                        WHERE status IN ('Queued', 'Running')) < $4
+                   AND (SELECT count(*) FROM page_previews WHERE job_id = $1) < $5
+                 ON CONFLICT (job_id, page, width) DO NOTHING
+                 RETURNING {PREVIEW_COLUMNS}"
+            ),
+            &[
+                &job_id,
+                &(page as i32),
+                &(width as i32),
+                &MAX_UNFINISHED_PREVIEWS_PER_PROJECT,
+                &MAX_PREVIEWS_PER_JOB,
+            ],
+        )
+        .await?;
+    let found = match inserted {
+        Some(row) => Some(preview_from_row(&row)?),
+        // Another request inserted it meanwhile, or a limit held.
+        None => get_preview(client, job_id, page, width).await?,
+    };
+    Ok(found.map_or(PreviewRequest::TooMany, PreviewRequest::Found))
+}
+
+/// The preview of `page` at `width` of the job `job_id`, if it was requested.
+pub async fn get_preview(
+    client: &impl GenericClient,
+    job_id: Uuid,
+    page: u32,
+    width: u32,
+) -> DbResult<Option<PagePreview>> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {PREVIEW_COLUMNS} FROM page_previews
+                 WHERE job_id = $1 AND page = $2 AND width = $3"
+            ),
+            &[&job_id, &(page as i32), &(width as i32)],
+        )
+        .await?;
+    row.as_ref().map(preview_from_row).transpose()
+}
+
+fn preview_from_row(row: &Row) -> DbResult<PagePreview> {
+    Ok(PagePreview {
+        job_id: row.get("job_id"),
+        project_id: row.get("project_id"),
+        page: row.get::<_, i32>("page") as u32,
+        width: row.get::<_, i32>("width") as u32,
+        status: parsed(row, "status")?,
+        storage_key: row.get("storage_key"),
+        sha256: row.get("sha256"),
+        page_size: match (
+            row.get::<_, Option<i32>>("page_width"),
+            row.get::<_, Option<i32>>("page_height"),
+        ) {
+            (Some(width), Some(height)) => Some([width as u32, height as u32]),
+            _ => None,
+        },
+        page_count: row.get::<_, Option<i32>>("page_count").map(|n| n as u32),
+        error_message: row.get("error_message"),
+    })
+}
+
+/// Claims up to `limit` queued previews for `owner` with a lease of `lease_seconds`: the
+/// oldest of each project, one per project and claim, never more than `per_project` rendering
+/// for a project at once, so that one project's pages cannot hold every slot.
+pub async fn claim_previews(
+    pool: &Pool,
+    owner: &str,
+    lease_seconds: u64,
+    limit: usize,
+    per_project: usize,
+) -> DbResult<Vec<ClaimedPreview>> {
+    let client = pool.get().await?;
+    let claim = client.prepare_cached(CLAIM_PREVIEWS).await?;
+    let rows = client
+        .query(
+            &claim,
+            &[
+                &owner,
+                &(lease_seconds as f64),
+                &(limit as i64),
+                &(per_project as i64),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| ClaimedPreview {
+            id: row.get("id"),
+            job_id: row.get("job_id"),
+            project_id: row.get("project_id"),
+            page: row.get::<_, i32>("page") as u32,
+            width: row.get::<_, i32>("width") as u32,
+            attempt: row.get("attempts"),
+            pdf_storage_key: row.get("pdf_storage_key"),
+            texlive: row.get("texlive"),
+        })
+        .collect())
+}
+
+/// The oldest queued preview of each project with fewer than `$4` rendering, oldest first, at
+/// most `$3`; the job must still be its project's and have a PDF.
+const CLAIM_PREVIEWS: &str = "
+    WITH rendering AS (
+        SELECT project_id, count(*) AS previews FROM page_previews
+        WHERE status = 'Running' GROUP BY project_id
+    ), offers AS (
+        SELECT DISTINCT ON (queued.project_id) queued.id, queued.created_at
+        FROM page_previews AS queued
+        LEFT JOIN rendering USING (project_id)
+        WHERE queued.status = 'Queued' AND coalesce(rendering.previews, 0) < $4
+        ORDER BY queued.project_id, queued.created_at
+    ), claimable AS (
+        SELECT id FROM page_previews
+        WHERE id IN (SELECT id FROM offers ORDER BY created_at LIMIT $3) AND status = 'Queued'
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE page_previews AS preview
+    SET status = 'Running', attempts = preview.attempts + 1,
+        lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
+    FROM claimable, jobs
+    WHERE preview.id = claimable.id AND jobs.id = preview.job_id
+      AND jobs.project_id = preview.project_id AND jobs.pdf_storage_key IS NOT NULL
+    RETURNING preview.id, preview.job_id, preview.project_id, preview.page, preview.width,
+              preview.attempts, jobs.pdf_storage_key, jobs.texlive";
+
+/// Extends `owner`'s lease on a rendering preview; false when it is gone.
+pub async fn renew_preview_lease(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    lease_seconds: u64,
+) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let renewed = client
+        .execute(
+            "UPDATE page_previews SET lease_expires_at = now() + make_interval(secs => $3)
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[&id, &owner, &(lease_seconds as f64)],
+        )
+        .await?;
+    Ok(renewed == 1)
+}
+
+/// Records how `owner`'s render of the preview `id` ended; false when the lease was lost.
+pub async fn finish_preview(
+    pool: &Pool,
+    id: Uuid,
+    owner: &str,
+    rendered: &Rendered,
+) -> DbResult<bool> {
+    let (status, storage_key, sha256, size, page_count, message) = match rendered {
+        Rendered::Stored {
+            storage_key,
+            sha256,
+            page_size,
+        } => (
+            "Succeeded",
+            Some(storage_key),
+            Some(sha256),
+            Some(*page_size),
+            None,
+            None,
+        ),
+        Rendered::PastTheEnd { page_count } => {
+            ("Failed", None, None, None, Some(*page_count as i32), None)
+        }
+        Rendered::Failed { message } => ("Failed", None, None, None, None, Some(message)),
+    };
+    let [width, height] = size.map_or([None, None], |sides| sides.map(|side| Some(side as i32)));
+    let client = pool.get().await?;
+    let finished = client
+        .execute(
+            "UPDATE page_previews
+             SET status = $3, storage_key = $4, sha256 = $5, page_width = $6,
+                 page_height = $7, page_count = $8, error_message = $9, finished_at = now(),
+                 lease_owner = NULL, lease_expires_at = NULL
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+            &[
+                &id,
+                &owner,
+                &status,
+                &storage_key,
+                &sha256,
+                &width,
+                &height,
+                &page_count,
+                &message,
+            ],
+        )
+        .await?;
+    Ok(finished == 1)
+}
+
+/// Ends `owner`'s lease on a render that did not finish (the sandbox or storage failed, or the
+/// scheduler is stopping): queued again, or Failed once it has used every attempt.
+pub async fn release_preview(pool: &Pool, id: Uuid, owner: &str) -> DbResult<bool> {
+    let client = pool.get().await?;
+    let released = client
+        .execute(
+            &format!(
+                "UPDATE page_previews SET {}
+                 WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+                released()
+            ),
+            &[&id, &owner],
+        )
+        .await?;
+    Ok(released == 1)
+}
+
+/// Releases the previews whose lease expired (their scheduler died); any scheduler may run
+/// this. Returns how many.
+pub async fn rescue_expired_previews(pool: &Pool) -> DbResult<u64> {
+    let client = pool.get().await?;
+    Ok(client
+        .execute(
+            &format!(
+                "UPDATE page_previews SET {}
+                 WHERE status = 'Running' AND lease_expires_at < now()",
+                released()
+            ),
+            &[],
+        )
+        .await?)
+}
+
+/// A render ended without an outcome: queued again while attempts are left.
+fn released() -> String {
+    format!(
+        "status = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN 'Queued' ELSE 'Failed' END,
+         error_message = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN NULL
+                         ELSE 'the page could not be rendered on any attempt' END,
+         finished_at = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN NULL ELSE now() END,
+         lease_owner = NULL, lease_expires_at = NULL"
+    )
+}
