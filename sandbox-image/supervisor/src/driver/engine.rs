@@ -156,6 +156,21 @@ impl EnginePrograms for Engine {
     }
 }
 
+/// luaotfload looks for its font name database only where it may write (the job's cache),
+/// so the one built into the image is copied there (a few kilobytes); otherwise every job
+/// would rebuild it, which takes seconds. Its font caches it reads from the image directly.
+pub fn copy_font_names() {
+    const NAMES: &str = "luatex-cache/generic/names";
+    let (from, to) = (
+        Path::new("/var/lib/texmf").join(NAMES),
+        Path::new(confine::TEXMF_VAR).join(NAMES),
+    );
+    let _ = fs::create_dir_all(&to);
+    for entry in fs::read_dir(from).into_iter().flatten().flatten() {
+        let _ = fs::copy(entry.path(), to.join(entry.file_name()));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,20 +241,5 @@ mod tests {
         assert_eq!(dump.files, Files::Writing(confine::ENGINE_WRITABLE));
         assert!(!dump.records_shell_escapes);
         assert!(Engine::Lualatex.dump("main.tex", &[]).is_none());
-    }
-}
-
-/// luaotfload looks for its font name database only where it may write (the job's cache),
-/// so the one built into the image is copied there (a few kilobytes); otherwise every job
-/// would rebuild it, which takes seconds. Its font caches it reads from the image directly.
-pub fn copy_font_names() {
-    const NAMES: &str = "luatex-cache/generic/names";
-    let (from, to) = (
-        Path::new("/var/lib/texmf").join(NAMES),
-        Path::new(confine::TEXMF_VAR).join(NAMES),
-    );
-    let _ = fs::create_dir_all(&to);
-    for entry in fs::read_dir(from).into_iter().flatten().flatten() {
-        let _ = fs::copy(entry.path(), to.join(entry.file_name()));
     }
 }
