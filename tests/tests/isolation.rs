@@ -128,6 +128,14 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
             format!("UPDATE jobs SET project_id = '{}' WHERE id = '{}'", other_project, ours.id()),
             "moved a job into another project",
         ),
+        (
+            format!("INSERT INTO page_previews (job_id, project_id, page, width) VALUES ('{their_id}', '{}', 1, 100)", app.project_id),
+            "queued a page preview of another project's job as ours",
+        ),
+        (
+            format!("INSERT INTO page_previews (job_id, project_id, page, width) VALUES ('{their_id}', '{other_project}', 1, 100)"),
+            "queued a page preview in another project",
+        ),
     ] {
         let transaction = as_project(&mut client, app.project_id).await;
         let changed = transaction.execute(&statement, &[]).await;
@@ -139,6 +147,13 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
         1
     );
     assert_eq!(their_files().await, files_before);
+    let owner = app.pool.get().await.unwrap();
+    let previews: i64 = owner
+        .query_one("SELECT count(*) FROM page_previews", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(previews, 0);
     assert_eq!(
         app.count_jobs(&format!("project_id = '{}'", app.project_id))
             .await,
