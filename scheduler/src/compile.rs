@@ -3,13 +3,14 @@
 //! lease ([`crate::record`]). While it runs, the lease is renewed ([`keep_lease`]); when the lease
 //! is lost, the job's [`JobStop`] fires.
 
-use crate::collect::{collect, is_valid_pdf, Bounds};
+use crate::collect::is_valid_pdf;
 use crate::compile_state::{self, PreambleCache, Prepared};
 use crate::diagnostics;
-use crate::job_spec::{deadline, job_spec, max_stdout};
+use crate::job_spec::{deadline, job_spec};
 use crate::metrics;
-use crate::outcome::{decide, Interrupted, Observed, KILLED};
+use crate::outcome::{decide, Interrupted, Observed};
 use crate::record::record;
+use crate::sandbox_run::{self, Ran};
 use crate::stop::{JobStop, StopReason};
 use crate::upload::{upload_outputs, Outputs};
 use crate::Context;
@@ -83,52 +84,14 @@ async fn compile_and_upload(
     let nonce = spec.nonce.clone();
     let stdin = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
     let deadline = deadline(config, job);
-    let max_stdout = max_stdout(config);
     let started = Instant::now();
     let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
         return Err(Interrupted::Unserved);
     };
-    let warm = context
-        .warm_pool
-        .as_ref()
-        .and_then(|pool| pool.take(&job.texlive));
-    let warm_label = warm.as_ref().map(|warm| warm.label.clone());
-    let run = sandbox
-        .run(
-            job.id,
-            job.attempt,
-            warm,
-            &stdin,
-            deadline,
-            max_stdout,
-            &stop.token,
-        )
-        .await;
-    if let (Some(pool), Some(label)) = (&context.warm_pool, warm_label) {
-        pool.forget(&label);
-    }
-    let run = run.map_err(Interrupted::Sandbox)?;
-    if run.stopped {
-        return Err(Interrupted::Stopped);
-    }
+    let work = (job.id, job.attempt);
+    let Ran { run, collected } =
+        sandbox_run::run(context, sandbox, work, &stdin, nonce, deadline, stop).await?;
     let wall_ms = started.elapsed().as_millis() as i64;
-    // The supervisor's stderr is ours, but it runs beside hostile code: logged escaped and short.
-    let stderr = String::from_utf8_lossy(&run.stderr[..run.stderr.len().min(2048)]);
-    tracing::debug!(exit_code = run.exit_code, stderr = %stderr.escape_debug(), "sandbox finished");
-    let bounds = Bounds {
-        nonce,
-        max_duration_ms: deadline.as_millis() as u64,
-        max_rss_kb: config.sandbox_memory_mb.max(0) as u64 * 1024,
-        max_pdf_bytes: config.max_pdf_bytes as u64,
-        max_log_bytes: config.max_log_bytes as u64,
-        max_synctex_bytes: config.max_synctex_bytes as u64,
-    };
-    let collected = collect(&run.stdout, &bounds);
-    let killed = run.exit_code == Some(KILLED)
-        && !(run.oom_killed || run.deadline_hit || run.stdout_overflowed);
-    if killed && collected.report.is_none() {
-        return Err(Interrupted::KilledFromOutside);
-    }
     if let Some(report) = &collected.report {
         tracing::info!(
             duration_ms = report.duration_ms,

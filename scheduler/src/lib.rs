@@ -6,7 +6,7 @@
 //! - [`warm_pool`]: containers started ahead of demand;
 //! - [`compile`]: one job from claim to uploaded outputs, renewing its lease;
 //!   [`page_preview`]: one page of a stored PDF rendered on demand, likewise;
-//!   [`job_spec`]: what the sandbox reads on stdin; [`floor`]: the benchmark's floor;
+//!   [`job_spec`]: what the sandbox reads on stdin; [`sandbox_run`]: one run of a sandbox; [`floor`]: the benchmark's floor;
 //!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
 //!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
@@ -39,6 +39,7 @@ mod outcome;
 mod page_preview;
 mod probes;
 mod record;
+mod sandbox_run;
 mod sandboxes;
 mod self_check;
 mod stop;

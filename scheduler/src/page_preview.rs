@@ -5,11 +5,11 @@
 //! preview's lease. The PDF is as hostile as the document that made it: a page that loops
 //! Ghostscript or bombs its memory ends in the sandbox's limits, as a Failed preview.
 
-use crate::collect::{collect, Bounds};
 use crate::compile::keep_lease;
-use crate::job_spec::{max_stdout, preview_spec, PREVIEW_TIMEOUT_SECONDS};
+use crate::job_spec::{preview_spec, PREVIEW_TIMEOUT_SECONDS};
 use crate::metrics;
-use crate::outcome::{Interrupted, KILLED};
+use crate::outcome::Interrupted;
+use crate::sandbox_run::{self, Ran};
 use crate::stop::{JobStop, StopReason};
 use crate::thumbnail::is_thumbnail;
 use crate::Context;
@@ -79,43 +79,9 @@ async fn render(
     let deadline = Duration::from_secs(u64::from(
         PREVIEW_TIMEOUT_SECONDS + config.kill_grace_seconds,
     ));
-    let warm = context
-        .warm_pool
-        .as_ref()
-        .and_then(|pool| pool.take(sandbox.texlive()));
-    let warm_label = warm.as_ref().map(|warm| warm.label.clone());
-    let run = sandbox
-        .run(
-            preview.id,
-            preview.attempt,
-            warm,
-            &stdin,
-            deadline,
-            max_stdout(config),
-            &stop.token,
-        )
-        .await;
-    if let (Some(pool), Some(label)) = (&context.warm_pool, warm_label) {
-        pool.forget(&label);
-    }
-    let run = run.map_err(Interrupted::Sandbox)?;
-    if run.stopped {
-        return Err(Interrupted::Stopped);
-    }
-    let bounds = Bounds {
-        nonce,
-        max_duration_ms: deadline.as_millis() as u64,
-        max_rss_kb: config.sandbox_memory_mb.max(0) as u64 * 1024,
-        max_pdf_bytes: config.max_pdf_bytes as u64,
-        max_log_bytes: config.max_log_bytes as u64,
-        max_synctex_bytes: config.max_synctex_bytes as u64,
-    };
-    let collected = collect(&run.stdout, &bounds);
-    let killed = run.exit_code == Some(KILLED)
-        && !(run.oom_killed || run.deadline_hit || run.stdout_overflowed);
-    if killed && collected.report.is_none() {
-        return Err(Interrupted::KilledFromOutside);
-    }
+    let work = (preview.id, preview.attempt);
+    let Ran { run, collected } =
+        sandbox_run::run(context, sandbox, work, &stdin, nonce, deadline, stop).await?;
     let state = collected.state.unwrap_or_default();
     let page_size = state
         .page_size
