@@ -57,9 +57,17 @@ impl TestApp {
     /// How many jobs the database holds that match `condition` (SQL over the jobs table,
     /// `true` for all), read as the owner role, past row-level security.
     pub async fn count_jobs(&self, condition: &str) -> i64 {
+        self.count_rows("jobs", condition).await
+    }
+
+    /// How many rows of `table` match `condition`, read as the owner role.
+    pub async fn count_rows(&self, table: &str, condition: &str) -> i64 {
         let client = self.pool.get().await.unwrap();
         client
-            .query_one(&format!("SELECT count(*) FROM jobs WHERE {condition}"), &[])
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE {condition}"),
+                &[],
+            )
             .await
             .unwrap()
             .get(0)

@@ -147,13 +147,7 @@ async fn the_api_role_sees_only_the_project_it_sets_and_nothing_without_one() {
         1
     );
     assert_eq!(their_files().await, files_before);
-    let owner = app.pool.get().await.unwrap();
-    let previews: i64 = owner
-        .query_one("SELECT count(*) FROM page_previews", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(previews, 0);
+    assert_eq!(app.count_rows("page_previews", "true").await, 0);
     assert_eq!(
         app.count_jobs(&format!("project_id = '{}'", app.project_id))
             .await,

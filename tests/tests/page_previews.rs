@@ -160,13 +160,7 @@ async fn a_project_with_renders_under_way_is_told_to_retry() {
     let response = app.get(&format!("/compile/{id}/pages/9")).await;
     assert_eq!(response.status(), 429);
     assert_eq!(response.headers()["retry-after"], "1");
-    let client = app.pool.get().await.unwrap();
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM page_previews", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(rows, 8);
+    assert_eq!(app.count_rows("page_previews", "true").await, 8);
 }
 
 /// A one-page PDF whose content stream inflates to `megabytes` of tiny filled squares: a
