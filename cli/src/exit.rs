@@ -25,7 +25,7 @@ pub enum Exit {
 
 /// The text `texfleet --help` shows under the commands.
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes of the client commands (compile, status, log, cancel, list, webhook):
+Exit codes of the client commands (compile, status, log, cancel, list, page, webhook):
   0    success
   1    the document failed (compile error, timeout, a limit, cancelled; errors without --allow-errors);
        for webhook verify: the signature is not valid

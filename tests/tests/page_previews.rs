@@ -7,7 +7,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::TestApp;
+use texfleet_e2e::{texfleet_in, TestApp};
 
 /// Three A4 pages; only the second holds a black box.
 const THREE_PAGES: &str = "\\documentclass[a4paper]{article}\n\\begin{document}\nOne.\n\
@@ -239,4 +239,24 @@ async fn a_page_that_bombs_the_renderer_fails_alone_and_the_other_pages_render()
     let (status, _, first) = page(&app, &job, "1?width=200").await;
     assert_eq!(status, 200);
     assert_eq!(png_size(&first).map(|size| size.0), Some(200));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_writes_a_page_and_says_when_there_is_none() {
+    let app = TestApp::spawn().await;
+    let job = app.compile(json!({ "input_latex": THREE_PAGES })).await;
+    let folder = tempfile::tempdir().unwrap();
+    let id = job.id();
+    let output = texfleet_in(&app, folder.path(), &["page", id, "2", "--width", "120"]);
+    assert!(output.status.success(), "{output:?}");
+    let written = std::fs::read(folder.path().join("page-2.png")).unwrap();
+    assert_eq!(png_size(&written), Some((120, 170)));
+    let (_, _, served) = page(&app, &job, "2?width=120").await;
+    assert_eq!(written, served);
+
+    let output = texfleet_in(&app, folder.path(), &["page", id, "4", "-o", "four.png"]);
+    assert_eq!(output.status.code(), Some(2), "a request refused: {output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("the PDF has 3 pages"), "{said}");
+    assert!(!folder.path().join("four.png").exists());
 }
