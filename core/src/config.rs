@@ -118,6 +118,9 @@ pub struct Config {
 
     /// Concurrent compiles per scheduler; 0 means the number of CPU cores.
     pub scheduler_slots: usize,
+    /// Page previews each scheduler renders at once, besides its compiles: slots no compile
+    /// takes, so that previews never wait for compiles; 0 renders none.
+    pub preview_slots: usize,
     /// Identity written into the lease of claimed jobs; empty means `<hostname>-<pid>`.
     pub scheduler_id: String,
     /// Sandbox containers kept started ahead of demand; unset means `scheduler_slots`, 0 turns
@@ -229,6 +232,7 @@ impl Default for Config {
             max_timeout_seconds: 300,
             kill_grace_seconds: 5,
             scheduler_slots: 0,
+            preview_slots: 2,
             scheduler_id: String::new(),
             scheduler_metrics_addr: "127.0.0.1:9464".into(),
             warm_pool_size: None,

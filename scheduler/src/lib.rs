@@ -68,8 +68,9 @@ pub use inventory::count_sandbox_containers;
 pub use sandboxes::Sandboxes;
 pub use self_check::check_sandbox;
 
-/// Page previews of one project that render at once on one scheduler's claim.
-const PREVIEWS_PER_PROJECT: usize = 2;
+/// Page previews of one project that render at once across the fleet: with two preview slots,
+/// one project's renders (25 s at most each) always leave one to another project.
+const PREVIEWS_PER_PROJECT: usize = 1;
 
 /// Runs `work` (a compile or a page preview) in its own task, holding `permit` (a slot) and its
 /// place among the running, which it frees when it ends; then wakes the claim loop.
@@ -211,6 +212,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         }
     };
     let free_slots = Arc::new(Semaphore::new(slots));
+    let preview_slots = config.preview_slots;
+    let free_preview_slots = Arc::new(Semaphore::new(preview_slots));
     let poll_interval = Duration::from_secs(config.poll_interval_seconds);
     tokio::pin!(shutdown);
 
@@ -224,23 +227,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 _ = &mut shutdown => break,
             }
         }
-        let free = free_slots.available_permits();
-        let mut claimed = 0;
-        let open = free.saturating_sub(reserved);
-        // Previews take seconds and an editor waits for them: they are claimed first, in up
-        // to half the open slots, one per project and claim.
-        let previews = match open.div_ceil(2) {
+        // Previews have slots of their own: a render takes seconds, an editor waits for it,
+        // and compiles (minutes) must not hold every slot it could run in.
+        let preview_limit = free_preview_slots.available_permits();
+        let previews = match preview_limit {
             0 => Ok(Vec::new()),
             limit => {
                 let lease = config.lease_seconds;
                 db::claim_previews(&context.db, &owner, lease, limit, PREVIEWS_PER_PROJECT).await
             }
         };
+        let claimed_previews = previews.as_ref().map_or(0, Vec::len);
         match previews {
             Ok(previews) => {
-                claimed += previews.len();
                 for preview in previews {
-                    let permit = free_slots.clone().try_acquire_owned()?;
+                    let permit = free_preview_slots.clone().try_acquire_owned()?;
                     let context = context.clone();
                     start(&running, &wake, permit, preview.id, |stop| async move {
                         page_preview::process(&context, preview, &stop).await
@@ -249,6 +250,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             }
             Err(error) => tracing::warn!(%error, "claim of page previews failed"),
         }
+        let free = free_slots.available_permits();
+        let mut claimed = 0;
+        let open = free.saturating_sub(reserved);
         for (limit, per_project) in [
             (open, config.max_running_per_project),
             // A cap of one running job: only projects with none running offer a job.
@@ -285,7 +289,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let free_now = free_slots.available_permits();
         metrics::set_slots(slots - free_now, free_now);
         // A full batch means there may be more work: claim again before sleeping.
-        if claimed > 0 && claimed == free {
+        let full_previews = claimed_previews > 0 && claimed_previews == preview_limit;
+        if (claimed > 0 && claimed == free) || full_previews {
             continue;
         }
         tokio::select! {
@@ -311,13 +316,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         running = running.ids().len(),
         "scheduler stopping; no new claims"
     );
-    if tokio::time::timeout(grace, free_slots.acquire_many(slots as u32))
-        .await
-        .is_err()
-    {
+    // Every slot back: every compile and every render has ended.
+    let all_ended = || async {
+        let compiles = free_slots.acquire_many(slots as u32).await?;
+        let previews = free_preview_slots.acquire_many(preview_slots as u32).await?;
+        anyhow::Ok((compiles, previews))
+    };
+    if tokio::time::timeout(grace, all_ended()).await.is_err() {
         tracing::warn!("grace period over; handing running jobs back to the queue");
         running.stop_all(StopReason::Shutdown);
-        let _all = free_slots.acquire_many(slots as u32).await?;
+        let _all = all_ended().await?;
     }
     context.sandboxes.settle().await;
     if let Err(error) = db::forget_scheduler(&context.db, &owner).await {

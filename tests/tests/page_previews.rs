@@ -7,7 +7,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{texfleet_in, TestApp};
+use std::time::Duration;
+use texfleet_e2e::{eventually, texfleet_in, TestApp, ENDLESS};
 
 /// Three A4 pages; only the second holds a black box.
 const THREE_PAGES: &str = "\\documentclass[a4paper]{article}\n\\begin{document}\nOne.\n\
@@ -259,4 +260,32 @@ async fn the_cli_writes_a_page_and_says_when_there_is_none() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("the PDF has 3 pages"), "{said}");
     assert!(!folder.path().join("four.png").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compiles_holding_every_slot_leave_previews_rendering() {
+    // Both of the scheduler's compile slots open to one project's endless compiles.
+    let app = TestApp::spawn_with(|config| config.idle_project_slots = 0).await;
+    let (_, other_token, theirs) = app.other_project_with_job().await;
+    let finished = format!("id = '{}' AND status = 'Succeeded'", theirs.id());
+    eventually(Duration::from_secs(60), "the other project's job", || async {
+        app.count_jobs(&finished).await == 1
+    })
+    .await;
+    let endless: Vec<Value> = futures::future::join_all((0..2).map(|_| {
+        app.submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))
+    }))
+    .await;
+    eventually(Duration::from_secs(60), "both slots taken", || async {
+        app.count_jobs("status = 'Running'").await == 2
+    })
+    .await;
+
+    let path = format!("/compile/{}/pages/1?width=200", theirs.id());
+    let page = app.get_as(&other_token, &path).await;
+    assert_eq!(page.status(), 200, "{:?}", page.text().await);
+    assert_eq!(app.count_jobs("status = 'Running'").await, 2, "still compiling");
+    for job in &endless {
+        app.cancel(job.id()).await;
+    }
 }
