@@ -109,7 +109,7 @@ async function showPages(id) {
   container.replaceChildren();
   pages = [];
   for (let number = 1; number <= MAX_PAGES; number++) {
-    const response = await call(`/compile/${id}/pages/${number}?width=${WIDTH}`);
+    const response = await pageImage(id, number);
     if (response.status === 404) break;
     if (!response.ok) return say(await problem(response));
     const size = (response.headers.get("Page-Size") || "").split(" ").map(Number);
@@ -124,6 +124,17 @@ async function showPages(id) {
     const page = { number, image, frame, size };
     image.addEventListener("click", (event) => findLine(page, event));
     pages.push(page);
+  }
+}
+
+// A page's image; asked again while it is still being rendered (409) or the project has
+// too many under way (429).
+async function pageImage(id, number) {
+  for (let attempt = 1; ; attempt++) {
+    const response = await call(`/compile/${id}/pages/${number}?width=${WIDTH}`);
+    if (![409, 429].includes(response.status) || attempt === 3) return response;
+    const seconds = Number(response.headers.get("Retry-After")) || 1;
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   }
 }
 
