@@ -17,18 +17,23 @@ CREATE TABLE page_previews (
     storage_key      text,
     sha256           text,
     -- Succeeded only: the page's width and height as shown, in hundredths of a point.
-    page_width       integer CHECK (page_width BETWEEN 100 AND 1440000),
-    page_height      integer CHECK (page_height BETWEEN 100 AND 1440000),
+    page_width       integer CHECK (page_width BETWEEN 100 AND 100000000),
+    page_height      integer CHECK (page_height BETWEEN 100 AND 100000000),
     -- Failed only: the PDF's page count when the page is past its end, else why it failed.
     page_count       integer,
     error_message    text,
     created_at       timestamptz NOT NULL DEFAULT now(),
+    started_at       timestamptz,
     finished_at      timestamptz,
     UNIQUE (job_id, page, width)
 );
 CREATE INDEX page_previews_queued ON page_previews (created_at) WHERE status = 'Queued';
 CREATE INDEX page_previews_unfinished ON page_previews (project_id)
     WHERE status IN ('Queued', 'Running');
+-- A project renders one page at a time across the fleet: two schedulers claiming at once
+-- cannot both start one of its renders (the second claim fails and is tried again).
+CREATE UNIQUE INDEX page_previews_one_running_per_project ON page_previews (project_id)
+    WHERE status = 'Running';
 
 ALTER TABLE page_previews ENABLE ROW LEVEL SECURITY;
 -- The foreign key is checked past row-level security, so the policy itself requires the job to
@@ -39,6 +44,9 @@ CREATE POLICY api_previews_of_the_project ON page_previews TO texfleet_api
                 AND EXISTS (SELECT 1 FROM jobs WHERE jobs.id = page_previews.job_id));
 CREATE POLICY scheduler_all_previews ON page_previews TO texfleet_scheduler USING (true);
 GRANT SELECT, INSERT ON page_previews TO texfleet_api;
+-- A render that failed without a page count (out of time or memory, perhaps under load) may be
+-- asked for again a minute later.
+GRANT UPDATE (status, attempts, error_message, finished_at) ON page_previews TO texfleet_api;
 GRANT SELECT, UPDATE ON page_previews TO texfleet_scheduler;
 
 -- Wakes idle schedulers, as a queued job does.

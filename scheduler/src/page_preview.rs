@@ -126,6 +126,6 @@ fn why_no_image(deadline_hit: bool, oom_killed: bool) -> &'static str {
     match (deadline_hit, oom_killed) {
         (true, _) => "rendering the page took longer than its time",
         (_, true) => "rendering the page ran out of memory",
-        _ => "Ghostscript could not render the page",
+        _ => "Ghostscript could not render the page within its 10 s of CPU time and its memory",
     }
 }

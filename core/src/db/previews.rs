@@ -4,7 +4,7 @@
 //! the lease, rescue of expired leases).
 
 use super::{parsed, DbResult, Pool};
-use crate::model::{ClaimedPreview, PagePreview, Rendered};
+use crate::model::{ClaimedPreview, PagePreview, PreviewStatus, Rendered};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
@@ -14,6 +14,9 @@ pub const MAX_UNFINISHED_PREVIEWS_PER_PROJECT: i64 = 8;
 pub const MAX_PREVIEWS_PER_JOB: i64 = 500;
 /// Renders of one preview before it fails: a render that loses its scheduler is tried again.
 pub const MAX_PREVIEW_ATTEMPTS: i32 = 3;
+/// A render that left no image (out of its time or memory, perhaps while the machine was busy)
+/// is rendered again when asked for this long after it failed.
+pub const RENDER_AGAIN_AFTER_SECONDS: f64 = 60.0;
 
 const PREVIEW_COLUMNS: &str = "job_id, project_id, page, width, status, storage_key, sha256, \
      page_width, page_height, page_count, error_message";
@@ -36,7 +39,36 @@ pub async fn request_preview(
     width: u32,
 ) -> DbResult<PreviewRequest> {
     if let Some(preview) = get_preview(client, job_id, page, width).await? {
-        return Ok(PreviewRequest::Found(preview));
+        let again = preview.status == PreviewStatus::Failed && preview.page_count.is_none();
+        if !again {
+            return Ok(PreviewRequest::Found(preview));
+        }
+        let queued = client
+            .query_opt(
+                &format!(
+                    "UPDATE page_previews
+                     SET status = 'Queued', attempts = 0, error_message = NULL,
+                         finished_at = NULL
+                     WHERE job_id = $1 AND page = $2 AND width = $3 AND status = 'Failed'
+                       AND page_count IS NULL
+                       AND finished_at < now() - make_interval(secs => $4)
+                       AND (SELECT count(*) FROM page_previews
+                            WHERE status IN ('Queued', 'Running')) < $5
+                     RETURNING {PREVIEW_COLUMNS}"
+                ),
+                &[
+                    &job_id,
+                    &(page as i32),
+                    &(width as i32),
+                    &RENDER_AGAIN_AFTER_SECONDS,
+                    &MAX_UNFINISHED_PREVIEWS_PER_PROJECT,
+                ],
+            )
+            .await?;
+        return Ok(PreviewRequest::Found(match queued {
+            Some(row) => preview_from_row(&row)?,
+            None => preview,
+        }));
     }
     // Counted under row-level security: the project's previews only.
     let inserted = client
@@ -145,25 +177,33 @@ pub async fn claim_previews(
         .collect())
 }
 
-/// The oldest queued preview of each project with fewer than `$4` rendering, oldest first, at
-/// most `$3`; the job must still be its project's and have a PDF.
+/// The oldest queued preview of each project with fewer than `$4` rendering, at most `$3`, in
+/// turns: the project whose last render started longest ago (or never) first, so that a
+/// project with many queued waits behind the others, not they behind it. The job must still be
+/// its project's and have a PDF.
 const CLAIM_PREVIEWS: &str = "
     WITH rendering AS (
-        SELECT project_id, count(*) AS previews FROM page_previews
-        WHERE status = 'Running' GROUP BY project_id
+        SELECT project_id, count(*) FILTER (WHERE status = 'Running') AS previews,
+               max(started_at) AS last_started
+        FROM page_previews
+        WHERE project_id IN (SELECT project_id FROM page_previews WHERE status = 'Queued')
+        GROUP BY project_id
     ), offers AS (
-        SELECT DISTINCT ON (queued.project_id) queued.id, queued.created_at
+        SELECT DISTINCT ON (queued.project_id) queued.id, queued.created_at,
+               rendering.last_started
         FROM page_previews AS queued
-        LEFT JOIN rendering USING (project_id)
-        WHERE queued.status = 'Queued' AND coalesce(rendering.previews, 0) < $4
+        JOIN rendering USING (project_id)
+        WHERE queued.status = 'Queued' AND rendering.previews < $4
         ORDER BY queued.project_id, queued.created_at
     ), claimable AS (
         SELECT id FROM page_previews
-        WHERE id IN (SELECT id FROM offers ORDER BY created_at LIMIT $3) AND status = 'Queued'
+        WHERE id IN (SELECT id FROM offers
+                     ORDER BY last_started NULLS FIRST, created_at LIMIT $3)
+          AND status = 'Queued'
         FOR UPDATE SKIP LOCKED
     )
     UPDATE page_previews AS preview
-    SET status = 'Running', attempts = preview.attempts + 1,
+    SET status = 'Running', attempts = preview.attempts + 1, started_at = now(),
         lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2)
     FROM claimable, jobs
     WHERE preview.id = claimable.id AND jobs.id = preview.job_id

@@ -21,8 +21,9 @@ text_enum! {
 /// known only once it is rendered).
 pub const PREVIEW_PAGES: std::ops::RangeInclusive<u32> = 1..=100_000;
 
-/// A page's sides, in hundredths of a point: PDF pages are 1 to 14,400 units a side.
-pub const PAGE_SIDES: std::ops::RangeInclusive<u32> = 100..=1_440_000;
+/// A page's sides, in hundredths of a point: PDF pages are 1 to 14,400 units a side, and a
+/// page's user unit makes them larger (up to a million points told).
+pub const PAGE_SIDES: std::ops::RangeInclusive<u32> = 100..=100_000_000;
 
 /// A page preview as the API reads it.
 #[derive(Debug, Clone)]

@@ -23,14 +23,16 @@ use texfleet_sandbox::{
     DriverState, JobSpec, THUMBNAIL_FILE, THUMBNAIL_MAX_ASPECT, THUMBNAIL_WIDTHS, WORK_DIR,
 };
 
-/// What the size query and the render may take, each: a heavy page renders in a second or two.
-const TIME: Duration = Duration::from_secs(10);
+/// The CPU time the size query and the render may take, each (and their wall time beside a
+/// compile): a heavy page renders in a second or two.
+pub const TIME: Duration = Duration::from_secs(10);
 /// The most of the size query's output read: two short lines.
 const MAX_OUTPUT: u64 = 4096;
-/// Prints the PDF's page count, then page `page`'s media box and its rotation (0 when it has
-/// none); a page past the end stops it after the count.
+/// Prints the PDF's page count, then page `page`'s media box, its rotation (0 when it has
+/// none) and its user unit (the size of its units in points, 1 when it has none); a page past
+/// the end stops it after the count.
 fn page_size_query(page: u32) -> String {
-    format!("File (r) file runpdfbegin pdfpagecount == {page} pdfgetpage dup /MediaBox pget pop == /Rotate pget {{==}} {{0 ==}} ifelse quit")
+    format!("File (r) file runpdfbegin pdfpagecount == {page} pdfgetpage dup dup /MediaBox pget pop == /Rotate pget {{==}} {{0 ==}} ifelse /UserUnit pget {{==}} {{1 ==}} ifelse quit")
 }
 
 /// What a render gave.
@@ -58,8 +60,11 @@ pub fn preview(
         .file_name()
         .and_then(|name| name.to_str());
     let width = spec.thumbnail_width.unwrap_or(0);
+    // Its own container, whose whole time is the render's: each run is held to its CPU
+    // time alone, so that a render slowed by a busy machine is not cut short.
+    let wall = deadline.saturating_duration_since(Instant::now());
     let rendered = pdf.map_or_else(Rendered::default, |pdf| {
-        render(&mut steps, pdf, page, width, deadline)
+        render(&mut steps, pdf, page, (width, wall), deadline)
     });
     let state = DriverState {
         thumbnail: rendered.image,
@@ -71,9 +76,15 @@ pub fn preview(
     super::append_to_log(&steps.trace)
 }
 
-/// Renders page `page` of `pdf` in the current folder `width` pixels wide, ending by
-/// `deadline` at the latest.
-pub fn render(steps: &mut Steps, pdf: &str, page: u32, width: u32, deadline: Instant) -> Rendered {
+/// Renders page `page` of `pdf` in the current folder `width` pixels wide, each of the two runs
+/// within [`TIME`] of CPU and `wall` of wall time, ending by `deadline` at the latest.
+pub fn render(
+    steps: &mut Steps,
+    pdf: &str,
+    page: u32,
+    (width, wall): (u32, Duration),
+    deadline: Instant,
+) -> Rendered {
     let _ = fs::remove_file(THUMBNAIL_FILE);
     let is_pdf = fs::symlink_metadata(pdf).is_ok_and(|m| m.file_type().is_file());
     if !THUMBNAIL_WIDTHS.contains(&width) || page == 0 || !is_pdf {
@@ -92,7 +103,7 @@ pub fn render(steps: &mut Steps, pdf: &str, page: u32, width: u32, deadline: Ins
         &["-dNODISPLAY", &permit, &file, "-c", &query],
         &steps.environment,
     );
-    let until = deadline.min(Instant::now() + TIME);
+    let until = deadline.min(Instant::now() + wall);
     let answered = steps
         .run_by(&query, &limits, until)
         .is_some_and(|exit| exit.success());
@@ -137,7 +148,7 @@ pub fn render(steps: &mut Steps, pdf: &str, page: u32, width: u32, deadline: Ins
         ],
         &steps.environment,
     );
-    let until = deadline.min(Instant::now() + TIME);
+    let until = deadline.min(Instant::now() + wall);
     let rendered = steps
         .run_by(&render, &limits, until)
         .is_some_and(|exit| exit.success());
@@ -180,11 +191,16 @@ fn page_size(output: &[u8]) -> Option<(f64, f64)> {
         .collect::<Result<_, _>>()
         .ok()?;
     let rotate: i64 = lines.next()?.trim().parse().ok()?;
+    let unit: f64 = lines.next()?.trim().parse().ok()?;
     let [x0, y0, x1, y1] = corners.try_into().ok()?;
     let (width, height) = ((x1 - x0).abs(), (y1 - y0).abs());
-    // PDF pages are 3 to 14,400 units a side.
+    // PDF pages are 3 to 14,400 units a side, and a unit at most 75,000 points (PDF 2.0).
     let sane = |side: f64| side.is_finite() && (1.0..=14_400.0).contains(&side);
-    if !sane(width) || !sane(height) {
+    if !sane(width) || !sane(height) || !(unit.is_finite() && unit > 0.0 && unit <= 75_000.0) {
+        return None;
+    }
+    let (width, height) = (width * unit, height * unit);
+    if width.max(height) > MAX_POINTS {
         return None;
     }
     Some(match rotate.rem_euclid(180) {
@@ -192,6 +208,10 @@ fn page_size(output: &[u8]) -> Option<(f64, f64)> {
         _ => (width, height),
     })
 }
+
+/// The longest side of a page a preview tells, in points (a side is told in hundredths of a
+/// point, as a 32-bit number).
+const MAX_POINTS: f64 = 1_000_000.0;
 
 /// The thumbnail's height for `width` pixels: the page's shape, at most
 /// [`THUMBNAIL_MAX_ASPECT`] times the width (a taller page is fitted into that).
@@ -207,13 +227,13 @@ mod tests {
     #[test]
     fn only_four_finite_numbers_then_a_rotation_are_a_page_size() {
         assert_eq!(
-            page_size(b"3\n[0 0 595.276 841.89]\n0\n"),
+            page_size(b"3\n[0 0 595.276 841.89]\n0\n1\n"),
             Some((595.276, 841.89))
         );
-        assert_eq!(page_size(b"1\n[0 0 595 842]\n90\n"), Some((842.0, 595.0)));
-        assert_eq!(page_size(b"1\n[0 0 595 842]\n-270\n"), Some((842.0, 595.0)));
+        assert_eq!(page_size(b"1\n[0 0 595 842]\n90\n1\n"), Some((842.0, 595.0)));
+        assert_eq!(page_size(b"1\n[0 0 595 842]\n-270\n1\n"), Some((842.0, 595.0)));
         assert_eq!(
-            page_size(b"1\n[10 20 110 220]\n180\n"),
+            page_size(b"1\n[10 20 110 220]\n180\n1\n"),
             Some((100.0, 200.0))
         );
         for bad in [
@@ -225,7 +245,13 @@ mod tests {
             b"[0 0 0 842]\n0\n",
             b"[0 0 99999 842]\n0\n",
             b"0 0 595 842\n0\n",
-            b"[0 0 595 842]\nninety\n",
+            b"[0 0 595 842]\nninety\n1\n",
+            b"[0 0 595 842]\n0\n",
+            b"[0 0 595 842]\n0\n0\n",
+            b"[0 0 595 842]\n0\n-2\n",
+            b"[0 0 595 842]\n0\nnan\n",
+            b"[0 0 595 842]\n0\n80000\n",
+            b"[0 0 14400 842]\n0\n75000\n",
             b"\xff",
         ] {
             let mut output = b"1\n".to_vec();
@@ -237,6 +263,15 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    #[test]
+    fn a_user_unit_scales_the_page() {
+        assert_eq!(
+            page_size(b"1\n[0 0 200 300]\n0\n50\n"),
+            Some((10_000.0, 15_000.0))
+        );
+        assert_eq!(page_size(b"1\n[0 0 200 300]\n90\n0.5\n"), Some((150.0, 100.0)));
     }
 
     #[test]
