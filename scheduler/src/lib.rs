@@ -319,7 +319,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // Every slot back: every compile and every render has ended.
     let all_ended = || async {
         let compiles = free_slots.acquire_many(slots as u32).await?;
-        let previews = free_preview_slots.acquire_many(preview_slots as u32).await?;
+        let previews = free_preview_slots
+            .acquire_many(preview_slots as u32)
+            .await?;
         anyhow::Ok((compiles, previews))
     };
     if tokio::time::timeout(grace, all_ended()).await.is_err() {

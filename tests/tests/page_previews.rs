@@ -6,8 +6,8 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use texfleet_e2e::ApiObject as _;
 use std::time::Duration;
+use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{eventually, texfleet_in, TestApp, ENDLESS};
 
 /// Three A4 pages; only the second holds a black box.
@@ -256,7 +256,11 @@ async fn the_cli_writes_a_page_and_says_when_there_is_none() {
     assert_eq!(written, served);
 
     let output = texfleet_in(&app, folder.path(), &["page", id, "4", "-o", "four.png"]);
-    assert_eq!(output.status.code(), Some(2), "a request refused: {output:?}");
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a request refused: {output:?}"
+    );
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("the PDF has 3 pages"), "{said}");
     assert!(!folder.path().join("four.png").exists());
@@ -268,13 +272,15 @@ async fn compiles_holding_every_slot_leave_previews_rendering() {
     let app = TestApp::spawn_with(|config| config.idle_project_slots = 0).await;
     let (_, other_token, theirs) = app.other_project_with_job().await;
     let finished = format!("id = '{}' AND status = 'Succeeded'", theirs.id());
-    eventually(Duration::from_secs(60), "the other project's job", || async {
-        app.count_jobs(&finished).await == 1
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the other project's job",
+        || async { app.count_jobs(&finished).await == 1 },
+    )
     .await;
-    let endless: Vec<Value> = futures::future::join_all((0..2).map(|_| {
-        app.submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))
-    }))
+    let endless: Vec<Value> = futures::future::join_all(
+        (0..2).map(|_| app.submit(json!({ "input_latex": ENDLESS, "timeout_seconds": 120 }))),
+    )
     .await;
     eventually(Duration::from_secs(60), "both slots taken", || async {
         app.count_jobs("status = 'Running'").await == 2
@@ -284,8 +290,83 @@ async fn compiles_holding_every_slot_leave_previews_rendering() {
     let path = format!("/compile/{}/pages/1?width=200", theirs.id());
     let page = app.get_as(&other_token, &path).await;
     assert_eq!(page.status(), 200, "{:?}", page.text().await);
-    assert_eq!(app.count_jobs("status = 'Running'").await, 2, "still compiling");
+    assert_eq!(
+        app.count_jobs("status = 'Running'").await,
+        2,
+        "still compiling"
+    );
     for job in &endless {
         app.cancel(job.id()).await;
     }
+}
+
+/// A Succeeded job of `project` with a stored PDF named `key`, written as the owner.
+async fn succeeded_job(app: &TestApp, project: uuid::Uuid, key: &str) -> uuid::Uuid {
+    let id = uuid::Uuid::new_v4();
+    app.execute(&format!(
+        "INSERT INTO jobs (id, project_id, engine, texlive, timeout_seconds, max_attempts,
+                           status, finished_at, pdf_storage_key)
+         VALUES ('{id}', '{project}', 'pdflatex', '2024', 30, 1, 'Succeeded', now(), '{key}')"
+    ))
+    .await;
+    id
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn projects_take_turns_the_one_served_longest_ago_first() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let (other, _) = app.other_project().await;
+    let (busy, quiet) = (app.project_id, other);
+    let busy_job = succeeded_job(&app, busy, "a.pdf").await;
+    let quiet_job = succeeded_job(&app, quiet, "b.pdf").await;
+    // The busy project had a page rendered a moment ago and queued three more before the
+    // quiet project queued its first.
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
+                                    finished_at, created_at)
+         VALUES ('{busy_job}', '{busy}', 1, 100, 'Succeeded', now(), now(), now());
+         INSERT INTO page_previews (job_id, project_id, page, width, created_at)
+         SELECT '{busy_job}', '{busy}', page, 100, now() - interval '1 minute'
+         FROM generate_series(2, 4) AS page;
+         INSERT INTO page_previews (job_id, project_id, page, width)
+         VALUES ('{quiet_job}', '{quiet}', 1, 100)"
+    ))
+    .await;
+    let scheduler =
+        texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
+    let claimed = texfleet_core::db::claim_previews(&scheduler, "test", 30, 1, 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].project_id, quiet, "the quiet project's turn");
+    let next = texfleet_core::db::claim_previews(&scheduler, "test", 30, 2, 1)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1, "one render of a project at a time: {next:?}");
+    assert_eq!((next[0].project_id, next[0].page), (busy, 2));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_render_that_failed_is_tried_again_a_minute_later() {
+    let app = TestApp::spawn().await;
+    let job = app.compile(json!({ "input_latex": THREE_PAGES })).await;
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width, status, error_message,
+                                    finished_at)
+         VALUES ('{0}', '{1}', 1, 200, 'Failed', 'slow', now()),
+                ('{0}', '{1}', 2, 200, 'Failed', 'slow', now() - interval '2 minutes')",
+        job.id(),
+        app.project_id
+    ))
+    .await;
+    let (status, _, body) = page(&app, &job, "1?width=200").await;
+    assert_eq!(
+        status,
+        404,
+        "failed a moment ago: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let (status, _, png) = page(&app, &job, "2?width=200").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&png));
+    assert_eq!(png_size(&png), Some((200, 283)));
 }

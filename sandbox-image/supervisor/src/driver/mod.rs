@@ -225,8 +225,16 @@ pub fn run() -> io::Result<()> {
         false => None,
     };
     // Whenever a PDF is left: a document with errors still gives one, and a job its verdict.
-    let thumbnail = (spec.thumbnail_width)
-        .is_some_and(|w| thumbnail::render(&mut steps, PDF_FILE, 1, (w, thumbnail::TIME), tools_deadline).image);
+    let thumbnail = (spec.thumbnail_width).is_some_and(|w| {
+        thumbnail::render(
+            &mut steps,
+            PDF_FILE,
+            1,
+            (w, thumbnail::TIME),
+            tools_deadline,
+        )
+        .image
+    });
     let driver_state = DriverState {
         next,
         dump: dumped.dump,

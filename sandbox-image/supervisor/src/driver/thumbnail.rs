@@ -230,8 +230,14 @@ mod tests {
             page_size(b"3\n[0 0 595.276 841.89]\n0\n1\n"),
             Some((595.276, 841.89))
         );
-        assert_eq!(page_size(b"1\n[0 0 595 842]\n90\n1\n"), Some((842.0, 595.0)));
-        assert_eq!(page_size(b"1\n[0 0 595 842]\n-270\n1\n"), Some((842.0, 595.0)));
+        assert_eq!(
+            page_size(b"1\n[0 0 595 842]\n90\n1\n"),
+            Some((842.0, 595.0))
+        );
+        assert_eq!(
+            page_size(b"1\n[0 0 595 842]\n-270\n1\n"),
+            Some((842.0, 595.0))
+        );
         assert_eq!(
             page_size(b"1\n[10 20 110 220]\n180\n1\n"),
             Some((100.0, 200.0))
@@ -271,7 +277,10 @@ mod tests {
             page_size(b"1\n[0 0 200 300]\n0\n50\n"),
             Some((10_000.0, 15_000.0))
         );
-        assert_eq!(page_size(b"1\n[0 0 200 300]\n90\n0.5\n"), Some((150.0, 100.0)));
+        assert_eq!(
+            page_size(b"1\n[0 0 200 300]\n90\n0.5\n"),
+            Some((150.0, 100.0))
+        );
     }
 
     #[test]
