@@ -321,17 +321,24 @@ async fn projects_take_turns_the_one_served_longest_ago_first() {
     let quiet_job = succeeded_job(&app, quiet, "b.pdf").await;
     // The busy project had a page rendered a moment ago and queued three more before the
     // quiet project queued its first.
-    app.execute(&format!(
-        "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
-                                    finished_at, created_at)
-         VALUES ('{busy_job}', '{busy}', 1, 100, 'Succeeded', now(), now(), now());
-         INSERT INTO page_previews (job_id, project_id, page, width, created_at)
-         SELECT '{busy_job}', '{busy}', page, 100, now() - interval '1 minute'
-         FROM generate_series(2, 4) AS page;
-         INSERT INTO page_previews (job_id, project_id, page, width)
-         VALUES ('{quiet_job}', '{quiet}', 1, 100)"
-    ))
-    .await;
+    for rows in [
+        format!(
+            "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
+                                        finished_at)
+             VALUES ('{busy_job}', '{busy}', 1, 100, 'Succeeded', now(), now())"
+        ),
+        format!(
+            "INSERT INTO page_previews (job_id, project_id, page, width, created_at)
+             SELECT '{busy_job}', '{busy}', page, 100, now() - interval '1 minute'
+             FROM generate_series(2, 4) AS page"
+        ),
+        format!(
+            "INSERT INTO page_previews (job_id, project_id, page, width)
+             VALUES ('{quiet_job}', '{quiet}', 1, 100)"
+        ),
+    ] {
+        app.execute(&rows).await;
+    }
     let scheduler =
         texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
     let claimed = texfleet_core::db::claim_previews(&scheduler, "test", 30, 1, 1)
