@@ -106,6 +106,9 @@ pub async fn serve(
         // answer every few seconds and is not judged stalled (the kernel's autotuned buffer
         // holds megabytes: a reader at 100 KB/s took no frame for 40 s).
         let _ = socket2::SockRef::from(&stream).set_send_buffer_size(SEND_BUFFER_BYTES);
+        // A streamed answer's pieces go out as they come: with Nagle's algorithm the first
+        // piece after the head waited for the client's delayed ACK, 40 ms for every download.
+        let _ = stream.set_nodelay(true);
         if connections.refuses(peer.ip()) {
             metrics::CONNECTIONS_REFUSED.inc();
             continue;
