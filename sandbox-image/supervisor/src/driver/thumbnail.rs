@@ -196,7 +196,8 @@ fn page_size(output: &[u8]) -> Option<(f64, f64)> {
     let (width, height) = ((x1 - x0).abs(), (y1 - y0).abs());
     // PDF pages are 3 to 14,400 units a side, and a unit at most 75,000 points (PDF 2.0).
     let sane = |side: f64| side.is_finite() && (1.0..=14_400.0).contains(&side);
-    if !sane(width) || !sane(height) || !(unit.is_finite() && unit > 0.0 && unit <= 75_000.0) {
+    let sane_unit = unit.is_finite() && unit > 0.0 && unit <= 75_000.0;
+    if !(sane(width) && sane(height) && sane_unit) {
         return None;
     }
     let (width, height) = (width * unit, height * unit);
