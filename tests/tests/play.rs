@@ -7,7 +7,7 @@ use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON
 use fantoccini::Locator;
 use serde_json::Value;
 use std::time::Duration;
-use texfleet_e2e::{Browser, TestApp};
+use texfleet_e2e::{eventually, Browser, TestApp};
 
 /// Line 4 is an error (a diagnostic); line 6 is the paragraph the test clicks in the page.
 const DOCUMENT: &str =
@@ -26,6 +26,18 @@ async fn cursor_line(browser: &Browser) -> u64 {
         .unwrap()
         .as_u64()
         .unwrap()
+}
+
+/// Where the marks on the pages are, in pixels from their page's top.
+async fn mark_tops(browser: &Browser) -> Vec<f64> {
+    let script = "return [...document.querySelectorAll('.page .mark')].map(m => m.style.top);";
+    let marks = browser.client.execute(script, vec![]).await.unwrap();
+    marks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|mark| mark.as_str()?.strip_suffix("px")?.parse().ok())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -126,17 +138,21 @@ async fn a_user_compiles_sees_the_page_and_jumps_between_source_and_page() {
             button: MOUSE_BUTTON_LEFT,
         });
     client.perform_actions(click).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(".page .mark"))
-        .await
-        .unwrap();
-    assert_eq!(
-        cursor_line(&browser).await,
-        6,
-        "the line the click landed on"
-    );
+    // The diagnostic's line was marked already: wait for the click's own answers, its line
+    // selected and that line's box marked on the page.
+    let top = number(&target["v"]) * scale;
+    eventually(
+        Duration::from_secs(10),
+        "line 6 selected and marked",
+        || async {
+            cursor_line(&browser).await == 6
+                && mark_tops(&browser)
+                    .await
+                    .iter()
+                    .any(|mark| (mark - top).abs() < 1.0)
+        },
+    )
+    .await;
     browser.screenshot("play-synced").await;
 }
 

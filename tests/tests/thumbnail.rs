@@ -147,7 +147,7 @@ async fn a_page_whose_size_is_no_page_s_compiles_without_a_thumbnail() {
     assert_eq!(job["links"]["thumbnail"], Value::Null, "{job:#}");
     let log = app.log(job.id()).await;
     assert!(
-        log.contains("no thumbnail: the first page's size could not be read"),
+        log.contains("no image of page 1: its size could not be read"),
         "{log}"
     );
 }
@@ -261,7 +261,7 @@ async fn a_thumbnail_with_no_room_left_is_not_made_and_the_job_s_verdict_stands(
     assert_eq!(job["links"]["thumbnail"], Value::Null, "{job:#}");
     let log = app.log(job.id()).await;
     assert!(
-        log.contains("no thumbnail: the work folder has no room for it"),
+        log.contains("no image of page 1: the work folder has no room for it"),
         "{log}"
     );
 }
