@@ -47,11 +47,12 @@ impl WebhookReceiver {
         std::fs::write(self.dir.path().join("secret"), secret).unwrap();
     }
 
-    /// Every request the receiver got, in order.
+    /// Every request the receiver got, in order; a line it is still writing is not one yet.
     pub fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("record"))
             .unwrap_or_default()
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|line| line.strip_suffix('\n'))
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
     }

@@ -128,3 +128,27 @@ async fn a_name_that_texcount_would_open_as_a_command_runs_nothing() {
     );
     assert!(app.text_of(job.id()).await.contains("Hello world"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_document_made_to_keep_texcount_busy_has_no_count_and_compiles() {
+    let app = TestApp::spawn().await;
+    // Fifteen megabytes of words that TeX never reads (the \input is skipped) and texcount,
+    // which follows \input whatever the conditionals say, would take far longer than its 5 s
+    // to count.
+    let job = app
+        .compile(json!({
+            "input_latex": "\\documentclass{article}\n\\begin{document}\nShort.\n\
+                \\iffalse\\input{words}\\fi\n\\end{document}\n",
+            "files": [{ "path": "words.tex", "content": "word ".repeat(3 << 20) }],
+            "wordcount": true,
+        }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert_eq!(job["word_count"], Value::Null, "{job:#}");
+    let log = app.log(job.id()).await;
+    assert!(log.contains("texcount gave no word count"), "{log}");
+    let stopped = log
+        .lines()
+        .any(|line| line.contains("texcount") && line.contains("killed by signal"));
+    assert!(stopped, "texcount was stopped at its limit: {log}");
+}
