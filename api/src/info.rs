@@ -13,7 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use texfleet_core::db;
-use texfleet_core::validate::{MAX_DEPTH, MAX_FILES, MAX_PATH_BYTES};
+use texfleet_core::validate::{MAX_DEPTH, MAX_FILES, MAX_JOB_FILES_BYTES, MAX_PATH_BYTES};
 use utoipa::{IntoParams, ToSchema};
 
 #[derive(Serialize, ToSchema)]
@@ -38,7 +38,9 @@ use utoipa::{IntoParams, ToSchema};
                 "max_path_depth": 8, "default_timeout_seconds": 60, "max_timeout_seconds": 300,
                 "max_queued_per_project": 1000, "max_queued_bytes_per_project": 1073741824,
                 "max_pdf_bytes": 52428800,
-                "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 }
+                "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 },
+    "project_files": { "count": 12, "bytes": 48213077, "quota_bytes": 2147483648,
+                       "max_file_bytes": 134217728, "max_job_files_bytes": 94371840 }
 }))]
 pub struct Info {
     /// The default year: what a request that names no `texlive` compiles with.
@@ -47,6 +49,23 @@ pub struct Info {
     /// Every TeX Live year a request may name (`texlive`), oldest first, the default among them.
     texlive_years: Vec<Year>,
     limits: Limits,
+    /// The project's files (uploaded once, named by hash) and their limits.
+    project_files: ProjectFiles,
+}
+
+/// What the token's project holds of project files, and what it may.
+#[derive(Serialize, ToSchema)]
+pub struct ProjectFiles {
+    /// Files stored.
+    count: i64,
+    /// Their bytes, with the uploads under way: what counts against the quota.
+    bytes: i64,
+    /// The most bytes the project may hold (`413` beyond).
+    quota_bytes: i64,
+    /// The largest file (`413` beyond).
+    max_file_bytes: i64,
+    /// The most bytes a job's files may take, sent and named together (`422` beyond).
+    max_job_files_bytes: i64,
 }
 
 /// The limits in force: a request beyond them is refused, a compile beyond them fails.
@@ -85,7 +104,11 @@ pub async fn info(
     auth: Authenticated,
 ) -> Result<Json<Info>, Problem> {
     let config = &state.config;
-    let client = state.database.client(auth.project_id).await?;
+    let mut client = state.database.client(auth.project_id).await?;
+    let (count, bytes) = {
+        let transaction = db::begin_project(&mut client, auth.project_id).await?;
+        db::project_files_usage(&*transaction).await?
+    };
     let mut texlive_years = Vec::new();
     for year in config.texlive_years() {
         let image = db::sandbox_image(&client, config.lease_seconds, &year).await?;
@@ -109,6 +132,13 @@ pub async fn info(
             max_log_bytes: config.max_log_bytes,
             memory_mb: config.sandbox_memory_mb,
             work_directory_mb: config.sandbox_tmpfs_mb,
+        },
+        project_files: ProjectFiles {
+            count,
+            bytes,
+            quota_bytes: config.project_files_quota_bytes,
+            max_file_bytes: config.max_project_file_bytes,
+            max_job_files_bytes: MAX_JOB_FILES_BYTES,
         },
     }))
 }

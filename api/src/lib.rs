@@ -26,6 +26,7 @@ mod page_previews;
 mod play;
 mod problem;
 mod problem_code;
+mod project_files;
 mod project_database;
 mod read_pacing;
 mod receiving;
@@ -139,6 +140,8 @@ fn router(state: AppState, address_limiter: Arc<client_address::AddressLimiter>)
         .routes(routes!(downloads::get_synctex))
         .routes(routes!(downloads::get_thumbnail))
         .routes(routes!(page_previews::get_page))
+        .routes(routes!(project_files::put_file, project_files::head_file))
+        .routes(routes!(project_files::missing))
         .routes(routes!(sync::code_to_pdf))
         .routes(routes!(sync::pdf_to_code))
         .routes(routes!(routes::list))

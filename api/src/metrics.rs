@@ -65,6 +65,27 @@ pub static RESULT_CACHE: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+/// Outcomes of `PUT /projects/{id}/files/{sha256}` uploads that got past the quota.
+pub static PROJECT_FILE_UPLOADS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_project_file_uploads_total",
+        "Project file uploads that reserved their bytes: started, then stored, mismatched (the body's SHA-256 was another) or failed.",
+        &["outcome"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+/// Bytes of project files received, whatever their uploads' outcome.
+pub static PROJECT_FILE_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter_with_registry!(
+        "texfleet_project_file_bytes_received_total",
+        "Bytes of project files received by uploads.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 static CONNECTIONS_OPEN: LazyLock<IntGauge> = LazyLock::new(|| {
     register_int_gauge_with_registry!(
         "texfleet_http_connections_open",
@@ -159,6 +180,10 @@ pub fn init() {
     for result in ["hit", "miss"] {
         RESULT_CACHE.with_label_values(&[result]);
     }
+    for outcome in ["started", "stored", "mismatched", "failed"] {
+        PROJECT_FILE_UPLOADS.with_label_values(&[outcome]);
+    }
+    LazyLock::force(&PROJECT_FILE_BYTES);
     for engine in Engine::VARIANTS {
         JOBS_SUBMITTED.with_label_values(&[engine.as_str()]);
     }

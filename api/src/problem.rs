@@ -4,6 +4,8 @@
 //! a task-local set by [`request_id`], so that any code that builds a [`Problem`] (handlers,
 //! extractors, the fallback) can reach it without threading it through every signature.
 
+mod files;
+
 use crate::problem_code::ProblemCode;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -76,6 +78,7 @@ pub struct Problem {
     detail: String,
     errors: Vec<FieldError>,
     retry_after: Option<u64>,
+    missing_sha256: Vec<String>,
 }
 
 impl Problem {
@@ -86,6 +89,7 @@ impl Problem {
             detail: detail.into(),
             errors: Vec::new(),
             retry_after: None,
+            missing_sha256: Vec::new(),
         }
     }
 
@@ -310,6 +314,9 @@ pub struct ProblemBody {
     /// The fields that were wrong, for `validation_failed`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// Every project file a submission named that the project does not hold (`422`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_sha256: Vec<String>,
     /// The request's id, also in the `X-Request-Id` header.
     pub request_id: String,
 }
@@ -343,6 +350,7 @@ impl IntoResponse for Problem {
             detail: self.detail,
             code: self.code,
             errors: self.errors,
+            missing_sha256: self.missing_sha256,
             request_id: REQUEST_ID.try_with(Clone::clone).unwrap_or_default(),
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();

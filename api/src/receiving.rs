@@ -123,6 +123,13 @@ impl Drop for Held {
     }
 }
 
+/// A place of `bytes` in the budget, as `project`'s, for a body read a part at a time.
+pub fn hold_bytes(budget: &ReceivingBudget, project: Uuid, bytes: usize) -> Result<Held, BodyError> {
+    let mut held = budget.hold(project);
+    budget.grow(&mut held, cost_kib(bytes))?;
+    Ok(held)
+}
+
 /// The whole body, if it is at most `limit` bytes and arrives within `timeout`, and its place
 /// in the budget, as `project`'s: the caller keeps that for as long as it holds what it makes
 /// of the body.

@@ -199,6 +199,11 @@ async fn insert(
             same_request: false,
         } => Err(Problem::idempotency_conflict(job.id)),
         Submitted::QueueFull(limit) => Err(Problem::queue_full(limit, config)),
+        Submitted::MissingFiles(missing) => Err(Problem::missing_files(missing)),
+        Submitted::FilesTooLarge(bytes) => Err(Problem::job_files_too_large(
+            bytes,
+            texfleet_core::validate::MAX_JOB_FILES_BYTES,
+        )),
     }
 }
 

@@ -8,6 +8,8 @@ pub struct ApiError {
     pub detail: String,
     /// The wrong fields of a `422`: (field, message).
     pub fields: Vec<(String, String)>,
+    /// The project files a submission named that the project does not hold.
+    pub missing_sha256: Vec<String>,
 }
 
 impl std::fmt::Display for ApiError {

@@ -77,7 +77,7 @@ impl Client {
         self.server.project
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.server.url.trim_end_matches('/'))
     }
 
@@ -126,7 +126,15 @@ impl Client {
         Ok(response.json().await?)
     }
 
-    fn post_compile(&self) -> RequestBuilder {
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.server.token
+    }
+
+    pub(crate) fn post_compile(&self) -> RequestBuilder {
         self.http
             .post(self.url("/compile"))
             .bearer_auth(&self.server.token)
@@ -235,7 +243,7 @@ impl Client {
     /// error that retrying cannot change (an [`ApiError`]), or [`ATTEMPTS`] run out. `429` and
     /// `503` are retried after their `Retry-After`; a request that got no answer is retried
     /// with back-off only when `repeatable` (a retry cannot do it twice).
-    async fn send(
+    pub(crate) async fn send(
         &self,
         repeatable: bool,
         build: impl Fn() -> RequestBuilder,
@@ -300,7 +308,10 @@ async fn attempt(build: &impl Fn() -> RequestBuilder) -> Result<Response, Unansw
         Some(after)
             if matches!(
                 status,
-                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                // 409 with Retry-After: another upload of the same file is under way.
+                StatusCode::TOO_MANY_REQUESTS
+                    | StatusCode::SERVICE_UNAVAILABLE
+                    | StatusCode::CONFLICT
             ) =>
         {
             Err(Unanswered::Busy { error, after })
@@ -347,6 +358,12 @@ async fn api_error(response: Response) -> ApiError {
             .into_iter()
             .flatten()
             .map(|e| (text(&e["field"]), text(&e["message"])))
+            .collect(),
+        missing_sha256: body["missing_sha256"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
             .collect(),
     }
 }

@@ -1,5 +1,5 @@
 //! `texfleet compile`: the client a person or a CI job uses. Sends a document (and the project
-//! folder around it, as `multipart/form-data`: files travel as they are), shows the job's
+//! folder around it by content hash, uploading only what the project lacks: [`upload`]), shows the job's
 //! progress as the server reports it, prints its diagnostics the way a compiler does, downloads
 //! the PDF (and the log when something went wrong) and exits with a code a script can act on
 //! (exit.rs). The server goes on through LaTeX errors, as editors expect, so a broken document
@@ -12,6 +12,7 @@ use crate::local_files::write_replacing;
 use crate::package_check;
 use crate::project_files::{self, ProjectFile};
 use crate::report::{self, Locations, OutputArgs, OutputFormat};
+use crate::upload::{self, ByHash};
 use anyhow::Context as _;
 use clap::builder::PossibleValuesParser;
 use serde_json::{json, Value};
@@ -169,7 +170,19 @@ async fn compile(args: CompileArgs, keep: Keep) -> anyhow::Result<Exit> {
         }
     };
     let key = uuid::Uuid::new_v4().to_string();
-    let submitted = client.submit_files(&metadata, &contents, &key).await;
+    // A folder goes by hash: only the files the project lacks are uploaded.
+    let by_hash = match args.files.is_some() {
+        true => {
+            let quiet = format == OutputFormat::Json;
+            upload::submit_by_hash(&client, &metadata, &contents, &key, quiet).await
+        }
+        false => Ok(ByHash::Unsupported),
+    };
+    let submitted = match by_hash {
+        Ok(ByHash::Submitted(job)) => Ok(job),
+        Ok(ByHash::Unsupported) => client.submit_files(&metadata, &contents, &key).await,
+        Err(error) => Err(error),
+    };
     let job = submitted.map_err(|error| name_local_files(error, &files))?;
     let id = job_id(&job)?;
     progress(job["status"].as_str().unwrap_or("?"), &id);

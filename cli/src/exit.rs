@@ -99,6 +99,7 @@ mod tests {
                 code: String::new(),
                 detail: String::new(),
                 fields: Vec::new(),
+                missing_sha256: Vec::new(),
             })
         };
         assert_eq!(classify(&api(401)), Exit::Auth);

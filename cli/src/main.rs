@@ -16,6 +16,7 @@ mod project_files;
 mod report;
 mod soak;
 mod sync;
+mod upload;
 mod webhook;
 
 use anyhow::Context as _;

@@ -7,7 +7,7 @@
 //! what decides it is matched beside the key in [`crate::db`]: the project, the sandbox image
 //! that ran the original, and the UTC day of submission, which sets the dates it writes.
 
-use crate::model::NewJob;
+use crate::model::{ContentHash, NewJob};
 use crate::Config;
 use sha2::{Digest, Sha256};
 
@@ -77,11 +77,22 @@ impl Fields {
         }
         self.add(&job.timeout_seconds.to_be_bytes());
         self.add(job.main.as_bytes());
-        let mut files: Vec<_> = job.files.iter().collect();
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        for file in files {
-            self.add(file.path.as_bytes());
-            self.add(&file.content);
+        // Each file by its content's hash, so that a file sent with the request and the same
+        // bytes named as a project file are the same input.
+        let mut files: Vec<(&str, ContentHash)> = job
+            .files
+            .iter()
+            .map(|file| (file.path.as_str(), ContentHash::of(&file.content)))
+            .chain(
+                job.stored_files
+                    .iter()
+                    .map(|file| (file.path.as_str(), file.sha256)),
+            )
+            .collect();
+        files.sort();
+        for (path, sha256) in files {
+            self.add(path.as_bytes());
+            self.add(&sha256.0);
         }
     }
 
@@ -93,7 +104,7 @@ impl Fields {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CheckMode, Engine, SourceFile};
+    use crate::model::{CheckMode, Engine, SourceFile, StoredFile};
 
     fn job(files: &[(&str, &str)]) -> NewJob {
         NewJob {
@@ -114,8 +125,27 @@ mod tests {
                     content: content.as_bytes().to_vec(),
                 })
                 .collect(),
+            stored_files: vec![],
             use_cache: true,
         }
+    }
+
+    #[test]
+    fn a_file_named_by_its_hash_is_the_same_input_as_its_bytes() {
+        let config = Config::default();
+        let sent = job(&[("main.tex", "x"), ("a.png", "PNG")]);
+        let mut named = job(&[("main.tex", "x")]);
+        named.stored_files.push(StoredFile {
+            path: "a.png".into(),
+            sha256: ContentHash::of(b"PNG"),
+        });
+        assert_eq!(input_hash(&sent, &config), input_hash(&named, &config));
+        assert_eq!(request_hash(&sent), request_hash(&named));
+        named.stored_files[0].sha256 = ContentHash::of(b"GIF");
+        assert_ne!(input_hash(&sent, &config), input_hash(&named, &config));
+        named.stored_files[0].sha256 = ContentHash::of(b"PNG");
+        named.stored_files[0].path = "b.png".into();
+        assert_ne!(input_hash(&sent, &config), input_hash(&named, &config));
     }
 
     #[test]

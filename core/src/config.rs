@@ -147,6 +147,15 @@ pub struct Config {
     /// Bytes of sources (paths and contents) the queued jobs of one project may hold; beyond
     /// it `POST /compile` answers 429.
     pub max_queued_bytes_per_project: i64,
+    /// The largest project file (`PUT /projects/{id}/files/{sha256}`); beyond it `413`.
+    pub max_project_file_bytes: i64,
+    /// Bytes of project files one project may hold, uploads in progress included; beyond it
+    /// `413`.
+    pub project_files_quota_bytes: i64,
+    /// A project file no job named is kept this many hours after its upload or its last use.
+    pub project_files_grace_hours: u32,
+    /// Bytes of project files a scheduler keeps on its disk for the next compiles.
+    pub project_files_cache_bytes: u64,
     /// On SIGTERM, how long running compiles may go on before they are handed back to the queue.
     pub shutdown_grace_seconds: u64,
     /// Finished jobs and their objects are deleted after this many days; 0 keeps them forever.
@@ -244,6 +253,10 @@ impl Default for Config {
             idle_project_slots: 1,
             max_queued_per_project: 1000,
             max_queued_bytes_per_project: 1024 * 1024 * 1024,
+            max_project_file_bytes: 128 * 1024 * 1024,
+            project_files_quota_bytes: 2 * 1024 * 1024 * 1024,
+            project_files_grace_hours: 24,
+            project_files_cache_bytes: 2 * 1024 * 1024 * 1024,
             shutdown_grace_seconds: 30,
             retention_days: 30,
             retention_interval_seconds: 3600,

@@ -33,8 +33,10 @@ macro_rules! text_enum {
 // After the macro, which it uses.
 mod document_report;
 mod page_preview;
+mod project_file;
 
 pub use document_report::{CheckMode, Diagnostic, DiagnosticSource, Severity, WordCount};
+pub use project_file::{project_file_key, project_files_prefix, ContentHash, StoredFile};
 pub use page_preview::{
     page_preview_key, page_previews_prefix, ClaimedPreview, PagePreview, PreviewStatus, Rendered,
     PAGE_SIDES, PREVIEW_PAGES,
@@ -247,20 +249,31 @@ pub struct NewJob {
     /// The first page is rendered as a PNG this many pixels wide after the compile.
     pub thumbnail_width: Option<u32>,
     pub timeout_seconds: u32,
-    /// The main document's path among `files`.
+    /// The main document's path among `files` and `stored_files`.
     pub main: String,
+    /// The files sent with the request.
     pub files: Vec<SourceFile>,
+    /// The files named by the hash of a project file.
+    pub stored_files: Vec<StoredFile>,
     /// Whether an identical earlier job's result may stand for this one.
     pub use_cache: bool,
 }
 
 impl NewJob {
-    /// The bytes its sources take in the database: each file's path and content.
+    /// The bytes its sources take in the database: each file's path and content (a project
+    /// file's content is in S3, counted against the project's file quota).
     pub fn source_bytes(&self) -> i64 {
-        self.files
+        let sent: usize = self
+            .files
             .iter()
-            .map(|file| (file.path.len() + file.content.len()) as i64)
-            .sum()
+            .map(|file| file.path.len() + file.content.len())
+            .sum();
+        let named: usize = self
+            .stored_files
+            .iter()
+            .map(|file| file.path.len() + 32)
+            .sum();
+        (sent + named) as i64
     }
 }
 
@@ -293,6 +306,8 @@ pub struct ClaimedJob {
     /// False when the request asked for a compile from nothing (`"cache": false`).
     pub use_cache: bool,
     pub files: Vec<SourceFile>,
+    /// Project files the scheduler fetches before the compile.
+    pub stored_files: Vec<StoredFile>,
 }
 
 /// `<short_job_id>` of the contract: the part of the id before the first `-`.

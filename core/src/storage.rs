@@ -1,13 +1,18 @@
 //! Every S3 call texfleet makes, in one place. Objects live at `compiles/<short_job_id>/...`
 //! (see [`crate::model::pdf_storage_key`]), and what a document's compiles hand on to the next
-//! at `projects/<project_id>/documents/...` ([`crate::model::document_state_prefix`]); nothing
-//! else is written to the bucket.
+//! at `projects/<project_id>/documents/...` ([`crate::model::document_state_prefix`]), and the
+//! files a project uploads at `projects/<project_id>/files/...` ([`crate::model::project_file_key`],
+//! written in parts when large: [`parts`]); nothing else is written to the bucket.
+
+mod parts;
 
 use crate::Config;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use parts::{PartUpload, PART_BYTES};
 
 /// The metadata key naming who stored an object.
 const ORIGIN: &str = "texfleet-origin";

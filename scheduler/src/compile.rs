@@ -9,6 +9,7 @@ use crate::diagnostics;
 use crate::job_spec::{deadline, job_spec};
 use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed};
+use crate::project_files;
 use crate::record::record;
 use crate::sandbox_run::{self, Ran};
 use crate::stop::{JobStop, StopReason};
@@ -76,6 +77,15 @@ async fn compile_and_upload(
     stop: &JobStop,
 ) -> Result<Outcome, Interrupted> {
     let config = &context.config;
+    let fetched;
+    let job = match job.stored_files.is_empty() {
+        true => job,
+        false => {
+            fetched =
+                project_files::fetch(&context.file_cache, &context.storage, job.clone()).await?;
+            &fetched
+        }
+    };
     let mut spec = job_spec(config, job);
     let mut prepared = compile_state::prepare(context, job).await;
     let incremental = !prepared.previous.files.is_empty();

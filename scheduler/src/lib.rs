@@ -4,13 +4,15 @@
 //!   every container is confined; [`inventory`]: listing them; [`image_catalogue`]: what the
 //!   image holds, registered for the API. Every Docker call is in these;
 //! - [`warm_pool`]: containers started ahead of demand;
-//! - [`compile`]: one job from claim to uploaded outputs, renewing its lease;
+//! - [`compile`]: one job from claim to uploaded outputs, renewing its lease, with the
+//!   project files it names fetched first ([`project_files`], through a disk cache);
 //!   [`page_preview`]: one page of a stored PDF rendered on demand, likewise;
 //!   [`job_spec`]: what the sandbox reads on stdin; [`sandbox_run`]: one run of a sandbox; [`floor`]: the benchmark's floor;
 //!   [`collect`]: reading results out of the sandbox without trusting them; [`diagnostics`]:
 //!   errors and warnings from the TeX log; [`outcome`]: deciding the job's status;
 //!   [`record`]: writing it under the lease; [`stop`]: taking a job away mid-compile;
-//! - [`upkeep`]: lease rescue, leftover containers and retention, on timers;
+//! - [`upkeep`]: lease rescue, leftover containers, retention and unused project files, on
+//!   timers;
 //!   [`docker_connect`]: reaching the engine, locally or over TLS; [`docker_health`]: no
 //!   claims while it does not answer;
 //! - [`metrics`]: what operators watch.
@@ -38,6 +40,7 @@ mod metrics;
 mod outcome;
 mod page_preview;
 mod probes;
+mod project_files;
 mod record;
 mod sandbox_run;
 mod sandboxes;
@@ -109,6 +112,8 @@ pub struct Context {
     pub warm_pool: Option<Arc<WarmPool>>,
     /// Whether the Docker engine answers; claims wait while it does not.
     pub engine: Arc<docker_health::DockerHealth>,
+    /// Project files recent jobs named, on this scheduler's disk.
+    pub file_cache: project_files::FileCache,
 }
 
 impl Context {
@@ -154,6 +159,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         owner: owner.clone(),
         config: config.clone(),
         engine: Arc::new(docker_health::DockerHealth::default()),
+        file_cache: project_files::FileCache::new(
+            project_files::FileCache::folder_of(&owner),
+            config.project_files_cache_bytes,
+        )?,
     });
     tracing::info!(
         owner,

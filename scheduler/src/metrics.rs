@@ -228,7 +228,40 @@ pub static INCREMENTAL: LazyLock<IntCounterVec> = LazyLock::new(|| {
 /// Registers every metric, each labelled series a dashboard or alert reads at zero, so that
 /// a scrape shows every name from the start (a series that appears only with its first event
 /// hides that it never happened, and breaks rates).
+pub static PROJECT_FILE_CACHE: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec_with_registry!(
+        "texfleet_project_file_cache_total",
+        "Project files a job named, by where they came from: hit (this scheduler's disk) or miss (S3).",
+        &["result"],
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static PROJECT_FILE_CACHE_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    register_int_gauge_with_registry!(
+        "texfleet_project_file_cache_bytes",
+        "Bytes of project files this scheduler keeps on its disk.",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
+pub static PROJECT_FILES_COLLECTED: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter_with_registry!(
+        "texfleet_project_files_collected_total",
+        "Project files deleted because nothing kept them (no recent upload, no retained job).",
+        REGISTRY
+    )
+    .expect("metric registers once")
+});
+
 pub fn init() {
+    for result in ["hit", "miss"] {
+        PROJECT_FILE_CACHE.with_label_values(&[result]);
+    }
+    LazyLock::force(&PROJECT_FILE_CACHE_BYTES);
+    LazyLock::force(&PROJECT_FILES_COLLECTED);
     for engine in Engine::VARIANTS {
         let engine = engine.as_str();
         for (status, code) in [

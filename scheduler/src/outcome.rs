@@ -21,6 +21,8 @@ pub enum Interrupted {
     KilledFromOutside,
     #[error("the outputs could not be stored")]
     Storage(#[from] StorageError),
+    #[error("the project files could not be fetched")]
+    Files(#[from] crate::project_files::FetchError),
     #[error("the job was taken from this scheduler")]
     Stopped,
     /// Claimed, but of a TeX Live year this scheduler has no image of (claims prevent it).

@@ -51,7 +51,7 @@ pub async fn record(
             let cause = error_chain(&error);
             tracing::warn!(%cause, ?backoff, "infrastructure failure");
             let code = match error {
-                Interrupted::Storage(_) => ErrorCode::StorageError,
+                Interrupted::Storage(_) | Interrupted::Files(_) => ErrorCode::StorageError,
                 _ => {
                     crate::docker_health::check_after_failure(context).await;
                     ErrorCode::SandboxError

@@ -1,6 +1,6 @@
 //! Work on timers, beside the claim loop: this scheduler's heartbeat, rescuing jobs whose lease
 //! expired, removing sandbox containers that no live compile or warm pool owns, and deleting
-//! jobs past retention. Every scheduler runs it; each step is safe to run from several
+//! jobs past retention and project files nothing keeps. Every scheduler runs it; each step is safe to run from several
 //! schedulers at once.
 
 use crate::inventory::SandboxContainer;
@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use texfleet_core::db;
-use texfleet_core::model::{page_previews_prefix, storage_keys};
+use texfleet_core::model::{page_previews_prefix, project_file_key, storage_keys};
 use uuid::Uuid;
 
 /// How often the queue gauges are refreshed.
@@ -67,6 +67,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                 if config.retention_days > 0 {
                     delete_expired_jobs(&context).await;
                 }
+                collect_unused_files(&context).await;
             }
         }
     }
@@ -179,6 +180,39 @@ async fn delete_expired_jobs(context: &Context) {
             Err(error) => return tracing::warn!(%error, "could not delete jobs past retention"),
         }
         if (expired.len() as i64) < RETENTION_BATCH || deletable.is_empty() {
+            return;
+        }
+    }
+}
+
+/// Deletes the project files nothing keeps (`db::files_to_collect`): each object first, then
+/// its row, so that a file is never named while its object is gone.
+async fn collect_unused_files(context: &Context) {
+    let config = &context.config;
+    loop {
+        let marked = match db::files_to_collect(
+            &context.db,
+            config.project_files_grace_hours,
+            config.retention_days,
+            RETENTION_BATCH,
+        )
+        .await
+        {
+            Ok(marked) => marked,
+            Err(error) => return tracing::warn!(%error, "could not look for unused project files"),
+        };
+        let mut gone = Vec::new();
+        for (project, sha256) in &marked {
+            match context.storage.delete(&project_file_key(*project, sha256)).await {
+                Ok(()) => gone.push((*project, *sha256)),
+                Err(error) => tracing::warn!(%error, "could not delete an unused project file"),
+            }
+        }
+        match db::forget_files(&context.db, &gone).await {
+            Ok(forgotten) => metrics::PROJECT_FILES_COLLECTED.inc_by(forgotten),
+            Err(error) => return tracing::warn!(%error, "could not forget deleted project files"),
+        }
+        if (marked.len() as i64) < RETENTION_BATCH || gone.is_empty() {
             return;
         }
     }

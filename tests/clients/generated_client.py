@@ -3,6 +3,7 @@ API's /openapi.json: proof that the OpenAPI document is one a code generator can
 JSON and as multipart. Run by ./dev/test with TEXFLEET_URL, TEXFLEET_TOKEN, TEXFLEET_PROJECT
 and the generated package on PYTHONPATH; exits non-zero on any surprise."""
 
+import hashlib
 import io
 import os
 import subprocess
@@ -12,13 +13,17 @@ from uuid import UUID
 
 from texfleet_client import AuthenticatedClient
 from texfleet_client.api.compile_ import get_job, get_log, get_pdf, submit
+from texfleet_client.api.files import missing, put_file
 from texfleet_client.models import (
     CompileMetadata,
     Engine,
+    HashList,
     InlineDocument,
     Job,
     JobStatus,
+    MissingFiles,
     MultipartBody,
+    NamedFile,
     ProblemBody,
     TextFile,
 )
@@ -80,13 +85,30 @@ def main() -> None:
     pdf = get_pdf.sync_detailed(job.id, client=client)
     assert marker in pdf_text(pdf.content)
 
+    # By hash: asked, uploaded once, named.
+    part = f"By hash: {marker}".encode()
+    sha = hashlib.sha256(part).hexdigest()
+    asked = missing.sync(project, client=client, body=HashList(sha256=[sha]))
+    assert isinstance(asked, MissingFiles) and asked.missing == [sha], asked
+    stored = put_file.sync_detailed(project, sha, client=client, body=File(payload=io.BytesIO(part)))
+    assert stored.status_code == 201, stored
+    body = InlineDocument(
+        project_id=project,
+        input_latex="\\documentclass{article}\\begin{document}\\input{part}\\end{document}",
+        cache=False,
+        files=[NamedFile(path="part.tex", sha256=sha)],
+    )
+    job = finish(client, submit.sync(client=client, body=body))
+    assert job.status == JobStatus.SUCCEEDED, job
+    assert f"By hash: {marker}" in pdf_text(get_pdf.sync_detailed(job.id, client=client).content)
+
     # An error is a typed problem with its code.
     problem = submit.sync(
         client=client, body=InlineDocument(project_id=project, input_latex="x", timeout_seconds=0)
     )
     assert isinstance(problem, ProblemBody), problem
     assert problem.code.value == "validation_failed", problem
-    print(f"the generated client compiled {marker} as JSON and as multipart")
+    print(f"the generated client compiled {marker} as JSON, as multipart and by hash")
 
 
 if __name__ == "__main__":

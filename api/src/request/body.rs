@@ -26,9 +26,11 @@ pub(super) const FIELDS: &[&str] = &[
     "timeout_seconds",
     "cache",
 ];
-/// The fields of a multipart body's `metadata` part: the JSON body without file contents.
+/// The fields of a multipart body's `metadata` part: the JSON body without file contents
+/// (its `files` may only name project files by hash).
 pub(super) const METADATA_FIELDS: &[&str] = &[
     "project_id",
+    "files",
     "main",
     "engine",
     "texlive",
@@ -229,12 +231,13 @@ fn parse_with(
         MainDocument::Missing
     };
     let mut listed = inline_main.map(files::inline_main).unwrap_or_default();
-    match uploads {
-        Some(uploads) => files::add_uploads(&mut listed, uploads, &mut errors),
-        None => files::add_json(&mut listed, object.remove("files"), &mut errors),
+    let only_named = uploads.is_some();
+    if let Some(uploads) = uploads {
+        files::add_uploads(&mut listed, uploads, &mut errors);
     }
+    files::add_json(&mut listed, object.remove("files"), only_named, &mut errors);
     files::check_layout(&listed, &main, document, &mut errors);
-    let Listed { files, .. } = listed;
+    let Listed { files, stored, .. } = listed;
 
     match (project_id, engine, texlive, errors.is_empty()) {
         (Some(project_id), Some(engine), Some(texlive), true) => Ok(NewJob {
@@ -249,6 +252,7 @@ fn parse_with(
             timeout_seconds,
             main,
             files,
+            stored_files: stored,
             use_cache,
         }),
         _ => Err(errors),

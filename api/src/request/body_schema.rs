@@ -94,12 +94,14 @@ pub struct CompileOptions {
     cache: Option<bool>,
 }
 
-/// A file of the project, its content as UTF-8 text or base64.
+/// A file of the project, its content as UTF-8 text or base64, or named by the SHA-256 of a
+/// project file (`PUT /projects/{id}/files/{sha256}`).
 #[derive(ToSchema)]
 #[serde(untagged)]
 pub enum FileBody {
     Text(TextFile),
     Base64(Base64File),
+    Named(NamedFile),
 }
 
 /// A text file (UTF-8).
@@ -122,6 +124,18 @@ pub struct Base64File {
     content_base64: String,
 }
 
+/// A project file uploaded before, named by its hash: the project must hold it, or the
+/// submission is a `422` listing every missing hash in `missing_sha256`.
+#[derive(ToSchema)]
+#[schema(example = json!({ "path": "figures/plot.pdf", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" }))]
+pub struct NamedFile {
+    /// Relative path of components `[A-Za-z0-9._+-]` and inner spaces, not starting with `.`
+    /// or `-`.
+    path: String,
+    /// 64 hex digits.
+    sha256: String,
+}
+
 /// The body of `POST /compile` as `multipart/form-data`: files travel as they are, with no
 /// base64 overhead.
 #[derive(ToSchema)]
@@ -132,7 +146,7 @@ pub struct MultipartBody {
     file: Vec<Vec<u8>>,
 }
 
-/// The `metadata` part: the JSON body without files.
+/// The `metadata` part: the JSON body without file contents.
 #[derive(ToSchema)]
 #[schema(example = json!({
     "project_id": "6f1c2a4e-0000-4000-8000-000000000001", "main": "paper/main.tex", "engine": "lualatex"
@@ -140,6 +154,8 @@ pub struct MultipartBody {
 pub struct CompileMetadata {
     /// The path of the main document among the file parts. Default `main.tex`.
     main: Option<String>,
+    /// Project files named by hash, beside the file parts.
+    files: Option<Vec<NamedFile>>,
     #[serde(flatten)]
     options: CompileOptions,
 }
@@ -171,6 +187,7 @@ mod tests {
                 "CompileOptions" => CompileOptions::schema(),
                 "TextFile" => TextFile::schema(),
                 "Base64File" => Base64File::schema(),
+                "NamedFile" => NamedFile::schema(),
                 // Schemas of the model (Engine, FileBody) add no fields of the body.
                 _ => return,
             };
@@ -195,6 +212,7 @@ mod tests {
         assert_eq!(properties(CompileBody::schema()), set(FIELDS));
         let mut file_fields = properties(TextFile::schema());
         file_fields.extend(properties(Base64File::schema()));
+        file_fields.extend(properties(NamedFile::schema()));
         assert_eq!(file_fields, set(FILE_FIELDS));
         assert_eq!(properties(CompileMetadata::schema()), set(METADATA_FIELDS));
     }

@@ -13,8 +13,8 @@ use texfleet_core::validate::MAX_FILES;
 
 /// The name of the part that holds the submission's fields.
 pub const METADATA_PART: &str = "metadata";
-/// The largest `metadata` part: a few fields, never files.
-const MAX_METADATA_BYTES: usize = 64 * 1024;
+/// The largest `metadata` part: a few fields, and files named by hash, never contents.
+const MAX_METADATA_BYTES: usize = 256 * 1024;
 
 /// The boundary of a `multipart/form-data` body, or None for any other content type.
 pub fn boundary(headers: &HeaderMap) -> Option<String> {

@@ -2,8 +2,8 @@
 //! project's running count exact without a global lock, and `FOR UPDATE SKIP LOCKED` passes
 //! over rows the API is cancelling. The rest of the queue protocol is in `queue.rs`.
 
-use super::{parsed, parsed_opt, DbResult, Pool};
-use crate::model::{ClaimedJob, SourceFile};
+use super::{parsed, parsed_opt, DbError, DbResult, Pool};
+use crate::model::{ClaimedJob, ContentHash, SourceFile, StoredFile};
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -78,14 +78,30 @@ pub async fn claim_jobs(
     }
     let ids: Vec<Uuid> = rows.iter().map(|row| row.get(0)).collect();
     let mut files: HashMap<Uuid, Vec<SourceFile>> = HashMap::new();
+    let mut stored: HashMap<Uuid, Vec<StoredFile>> = HashMap::new();
     let read_files = client
-        .prepare_cached("SELECT job_id, path, content FROM job_files WHERE job_id = ANY($1)")
+        .prepare_cached(
+            "SELECT job_id, path, content, sha256 FROM job_files WHERE job_id = ANY($1)",
+        )
         .await?;
     for row in client.query(&read_files, &[&ids]).await? {
-        files.entry(row.get(0)).or_default().push(SourceFile {
-            path: row.get(1),
-            content: row.get(2),
-        });
+        let path = row.get(1);
+        match row.get::<_, Option<Vec<u8>>>(2) {
+            Some(content) => files
+                .entry(row.get(0))
+                .or_default()
+                .push(SourceFile { path, content }),
+            None => {
+                let hash: &[u8] = row.get(3);
+                let sha256 = ContentHash(hash.try_into().map_err(|_| {
+                    DbError::Corrupt(format!("a job file's hash has {} bytes", hash.len()))
+                })?);
+                stored
+                    .entry(row.get(0))
+                    .or_default()
+                    .push(StoredFile { path, sha256 })
+            }
+        }
     }
     rows.iter()
         .map(|row| {
@@ -109,6 +125,7 @@ pub async fn claim_jobs(
                 main: row.get("main_path"),
                 use_cache: row.get("use_cache"),
                 files: files.remove(&id).unwrap_or_default(),
+                stored_files: stored.remove(&id).unwrap_or_default(),
             })
         })
         .collect()

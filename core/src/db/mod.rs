@@ -7,6 +7,8 @@
 //! - [`claim`] and [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry,
 //!   retention;
 //! - [`previews`]: page previews' own small queue (the API's request, the scheduler's claim);
+//! - [`project_files`]: files a project uploaded once and names by hash (the API's uploads
+//!   under the quota, the collector's sweep);
 //! - [`notify`]: LISTEN, which wakes schedulers and waiting requests;
 //! - [`fleet`]: the schedulers' heartbeats; [`images`]: what each sandbox image holds;
 //! - [`webhooks`]: a project's endpoints (the API's), and the outbox of deliveries (the
@@ -21,6 +23,7 @@ mod images;
 mod jobs;
 mod notify;
 mod previews;
+mod project_files;
 mod queue;
 mod scratch;
 mod submit;
@@ -35,6 +38,7 @@ pub use images::*;
 pub use jobs::*;
 pub use notify::*;
 pub use previews::*;
+pub use project_files::*;
 pub use queue::*;
 pub use scratch::*;
 pub use submit::*;

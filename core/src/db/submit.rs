@@ -3,7 +3,10 @@
 
 use super::jobs::{job_from_row, JOB_COLUMNS};
 use super::{DbError, DbResult};
-use crate::model::{CheckMode, Job, NewJob};
+use super::project_files::name_stored_files;
+use crate::model::{CheckMode, ContentHash, Job, NewJob};
+use crate::validate::MAX_JOB_FILES_BYTES;
+use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 use std::sync::LazyLock;
 use tokio_postgres::Row;
@@ -46,6 +49,10 @@ pub enum Submitted {
     Existing { job: Job, same_request: bool },
     /// The project already has its maximum of queued jobs, or of their sources' bytes.
     QueueFull(QueueLimit),
+    /// The job names project files the project does not hold (every one of them, sorted).
+    MissingFiles(Vec<ContentHash>),
+    /// The job's files take this many bytes, more than [`MAX_JOB_FILES_BYTES`].
+    FilesTooLarge(i64),
 }
 
 /// Submits a job within the caller's transaction; `inputs` is its result cache key
@@ -86,6 +93,22 @@ pub(crate) async fn insert_job_drawing_ids(
 ) -> DbResult<Submitted> {
     if let Some(existing) = find_idempotent(transaction, job.project_id, &idempotency).await? {
         return Ok(existing);
+    }
+    let hashes: Vec<ContentHash> = job.stored_files.iter().map(|file| file.sha256).collect();
+    let sizes = name_stored_files(transaction, &hashes).await?;
+    let mut missing: Vec<ContentHash> = hashes
+        .into_iter()
+        .filter(|hash| !sizes.contains_key(hash))
+        .collect();
+    if !missing.is_empty() {
+        missing.sort();
+        missing.dedup();
+        return Ok(Submitted::MissingFiles(missing));
+    }
+    let files_bytes = job.files.iter().map(|file| file.content.len() as i64).sum::<i64>()
+        + job.stored_files.iter().map(|file| sizes[&file.sha256]).sum::<i64>();
+    if files_bytes > MAX_JOB_FILES_BYTES {
+        return Ok(Submitted::FilesTooLarge(files_bytes));
     }
     let original = match job.use_cache && admission.result_cache {
         true => find_reusable(transaction, job, inputs, admission).await?,
@@ -144,7 +167,7 @@ pub(crate) async fn insert_job_drawing_ids(
                     (false, _, _) => return Ok(Submitted::QueueFull(QueueLimit::Jobs)),
                     (true, false, _) => return Ok(Submitted::QueueFull(QueueLimit::SourceBytes)),
                     (true, true, Some(_)) => {
-                        insert_files(transaction, id, job).await?;
+                        insert_files(transaction, id, job, &sizes).await?;
                         Some(job_from_row(&row).map(Submitted::New))
                     }
                     (true, true, None) => None,
@@ -211,18 +234,35 @@ static INSERT_QUEUED: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The job's files, once the job is in (row-level security admits files of the project's own
-/// jobs only, so they cannot go into the same statement as the job).
-async fn insert_files(transaction: &impl GenericClient, id: Uuid, job: &NewJob) -> DbResult<()> {
-    let paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
-    let contents: Vec<&[u8]> = job.files.iter().map(|f| f.content.as_slice()).collect();
+/// jobs only, so they cannot go into the same statement as the job): the bytes of those sent,
+/// the hash and size of those named.
+async fn insert_files(
+    transaction: &impl GenericClient,
+    id: Uuid,
+    job: &NewJob,
+    sizes: &HashMap<ContentHash, i64>,
+) -> DbResult<()> {
+    let mut paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
+    let mut contents: Vec<Option<&[u8]>> =
+        job.files.iter().map(|f| Some(f.content.as_slice())).collect();
+    let mut hashes: Vec<Option<&[u8]>> = vec![None; job.files.len()];
+    let mut file_sizes: Vec<Option<i64>> = vec![None; job.files.len()];
+    for file in &job.stored_files {
+        paths.push(&file.path);
+        contents.push(None);
+        hashes.push(Some(file.sha256.0.as_slice()));
+        file_sizes.push(Some(sizes[&file.sha256]));
+    }
     let insert = transaction
         .prepare_cached(
-            "INSERT INTO job_files (job_id, path, content)
-             SELECT $1, path, content FROM unnest($2::text[], $3::bytea[]) AS f (path, content)",
+            "INSERT INTO job_files (job_id, path, content, sha256, size)
+             SELECT $1, path, content, sha256, size
+             FROM unnest($2::text[], $3::bytea[], $4::bytea[], $5::int8[])
+                  AS f (path, content, sha256, size)",
         )
         .await?;
     transaction
-        .execute(&insert, &[&id, &paths, &contents])
+        .execute(&insert, &[&id, &paths, &contents, &hashes, &file_sizes])
         .await?;
     Ok(())
 }
