@@ -39,7 +39,7 @@ use utoipa::{IntoParams, ToSchema};
                 "max_queued_per_project": 1000, "max_queued_bytes_per_project": 1073741824,
                 "max_pdf_bytes": 52428800,
                 "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 },
-    "project_files": { "count": 12, "bytes": 48213077, "quota_bytes": 2147483648,
+    "project_files": { "count": 12, "bytes": 48213077, "quota_bytes": 2_147_483_648_i64,
                        "max_file_bytes": 134217728, "max_job_files_bytes": 94371840 }
 }))]
 pub struct Info {
@@ -107,7 +107,7 @@ pub async fn info(
     let mut client = state.database.client(auth.project_id).await?;
     let (count, bytes) = {
         let transaction = db::begin_project(&mut client, auth.project_id).await?;
-        db::project_files_usage(&*transaction).await?
+        db::project_files_usage(&transaction).await?
     };
     let mut texlive_years = Vec::new();
     for year in config.texlive_years() {

@@ -26,8 +26,8 @@ mod page_previews;
 mod play;
 mod problem;
 mod problem_code;
-mod project_files;
 mod project_database;
+mod project_files;
 mod read_pacing;
 mod receiving;
 mod request;
@@ -220,7 +220,12 @@ pub async fn serve(
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
         sync_cache: Arc::new(sync::SyncCache::new()),
-        receiving: receiving::ReceivingBudget::new(config.max_body_bytes),
+        // Room for a body of the largest size, or a part of a project file's upload.
+        receiving: receiving::ReceivingBudget::new(
+            config
+                .max_body_bytes
+                .max(texfleet_core::storage::PART_BYTES),
+        ),
         sending: sending::SendingBudget::new(config.max_sending_bytes),
         config: Arc::new(config),
     };

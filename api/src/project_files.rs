@@ -81,7 +81,7 @@ pub async fn put_file(
         let mut client = state.database.client(project).await?;
         let transaction = db::begin_project(&mut client, project).await?;
         let reservation = db::reserve_upload(
-            &*transaction,
+            &transaction,
             &sha256,
             size,
             config.project_files_quota_bytes,
@@ -133,7 +133,9 @@ pub async fn head_file(
     let held = held(&state, project, &[sha256]).await?;
     match held.get(&sha256) {
         Some(size) => Ok((StatusCode::OK, [(FILE_SIZE, size.to_string())]).into_response()),
-        None => Err(Problem::not_found("the project holds no file with this hash")),
+        None => Err(Problem::not_found(
+            "the project holds no file with this hash",
+        )),
     }
 }
 
@@ -199,7 +201,7 @@ async fn held(
 ) -> Result<std::collections::HashMap<ContentHash, i64>, Problem> {
     let mut client = state.database.client(project).await?;
     let transaction = db::begin_project(&mut client, project).await?;
-    Ok(db::stored_files(&*transaction, hashes).await?)
+    Ok(db::stored_files(&transaction, hashes).await?)
 }
 
 /// A hash named by `field`, or a `422`.

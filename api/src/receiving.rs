@@ -124,7 +124,11 @@ impl Drop for Held {
 }
 
 /// A place of `bytes` in the budget, as `project`'s, for a body read a part at a time.
-pub fn hold_bytes(budget: &ReceivingBudget, project: Uuid, bytes: usize) -> Result<Held, BodyError> {
+pub fn hold_bytes(
+    budget: &ReceivingBudget,
+    project: Uuid,
+    bytes: usize,
+) -> Result<Held, BodyError> {
     let mut held = budget.hold(project);
     budget.grow(&mut held, cost_kib(bytes))?;
     Ok(held)

@@ -43,7 +43,11 @@ impl Client {
                     .filter_map(|hash| hash.as_str().map(str::to_string))
                     .collect(),
             )),
-            Err(error) if error.downcast_ref::<ApiError>().is_some_and(|e| e.status == 404) => {
+            Err(error)
+                if error
+                    .downcast_ref::<ApiError>()
+                    .is_some_and(|e| e.status == 404) =>
+            {
                 Ok(None)
             }
             Err(error) => Err(error),

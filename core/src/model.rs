@@ -36,11 +36,11 @@ mod page_preview;
 mod project_file;
 
 pub use document_report::{CheckMode, Diagnostic, DiagnosticSource, Severity, WordCount};
-pub use project_file::{project_file_key, project_files_prefix, ContentHash, StoredFile};
 pub use page_preview::{
     page_preview_key, page_previews_prefix, ClaimedPreview, PagePreview, PreviewStatus, Rendered,
     PAGE_SIDES, PREVIEW_PAGES,
 };
+pub use project_file::{project_file_key, project_files_prefix, ContentHash, StoredFile};
 
 text_enum! {
     /// The states of a job, named as the contract names them.

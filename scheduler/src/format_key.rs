@@ -87,6 +87,7 @@ mod tests {
                     content: style.into(),
                 },
             ],
+            stored_files: Vec::new(),
         }
     }
 

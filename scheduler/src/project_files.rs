@@ -49,7 +49,13 @@ impl FileCache {
     pub fn folder_of(owner: &str) -> PathBuf {
         let name: String = owner
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         std::env::temp_dir().join(format!("texfleet-project-files-{name}"))
     }
@@ -166,12 +172,16 @@ async fn download(
         let mut file = tokio::fs::File::create(&partial).await?;
         let mut hasher = Sha256::new();
         let mut size = 0u64;
-        while let Some(chunk) = object.body.try_next().await.map_err(|error| {
-            StorageError::Failed {
-                context: error.to_string(),
-                source: Box::new(error),
-            }
-        })? {
+        while let Some(chunk) =
+            object
+                .body
+                .try_next()
+                .await
+                .map_err(|error| StorageError::Failed {
+                    context: error.to_string(),
+                    source: Box::new(error),
+                })?
+        {
             hasher.update(&chunk);
             size += chunk.len() as u64;
             file.write_all(&chunk).await?;
@@ -210,7 +220,10 @@ mod tests {
         assert!(cache.touch(project, &a) && cache.touch(project, &c));
         assert!(!cache.touch(project, &b), "b was the least recently used");
         assert!(!cache.path(project, &b).exists());
-        assert!(!cache.touch(Uuid::new_v4(), &a), "another project's copy is not this one's");
+        assert!(
+            !cache.touch(Uuid::new_v4(), &a),
+            "another project's copy is not this one's"
+        );
         drop(cache);
         assert!(!folder.exists(), "the cache goes with its scheduler");
     }

@@ -203,7 +203,11 @@ async fn collect_unused_files(context: &Context) {
         };
         let mut gone = Vec::new();
         for (project, sha256) in &marked {
-            match context.storage.delete(&project_file_key(*project, sha256)).await {
+            match context
+                .storage
+                .delete(&project_file_key(*project, sha256))
+                .await
+            {
                 Ok(()) => gone.push((*project, *sha256)),
                 Err(error) => tracing::warn!(%error, "could not delete an unused project file"),
             }

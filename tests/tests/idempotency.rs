@@ -100,6 +100,7 @@ async fn a_new_id_is_drawn_when_the_short_id_is_taken() {
             path: "main.tex".into(),
             content: HELLO.into(),
         }],
+        stored_files: Vec::new(),
         use_cache: false,
     };
     let submitted =

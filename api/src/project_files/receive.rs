@@ -89,8 +89,7 @@ async fn store(
     mut body: Body,
 ) -> Result<(), Failure> {
     let part_bytes = (size as usize).min(PART_BYTES);
-    let _place =
-        hold_bytes(&state.receiving, project, part_bytes).map_err(Failure::Body)?;
+    let _place = hold_bytes(&state.receiving, project, part_bytes).map_err(Failure::Body)?;
     let key = project_file_key(project, sha256);
     let per_part = Duration::from_secs(state.config.body_timeout_seconds);
     let mut deadline = Instant::now() + per_part;
@@ -190,9 +189,9 @@ async fn record(
     let mut client = state.database.client(project).await?;
     let transaction = db::begin_project(&mut client, project).await?;
     let recorded = match stored {
-        true => db::finish_upload(&*transaction, sha256).await?,
+        true => db::finish_upload(&transaction, sha256).await?,
         false => {
-            db::abandon_upload(&*transaction, sha256).await?;
+            db::abandon_upload(&transaction, sha256).await?;
             false
         }
     };

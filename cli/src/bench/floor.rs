@@ -53,6 +53,7 @@ pub fn floor_job(document: &Document, edit: Option<&str>) -> ClaimedJob {
         main: MAIN_FILE.to_string(),
         use_cache: false,
         files,
+        stored_files: Vec::new(),
     }
 }
 

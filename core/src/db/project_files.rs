@@ -6,8 +6,8 @@
 
 use super::{DbResult, Pool};
 use crate::model::ContentHash;
+use deadpool_postgres::GenericClient;
 use std::collections::HashMap;
-use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
 /// How long an upload holds its reservation before another upload of the same content may
@@ -55,7 +55,10 @@ pub async fn reserve_upload(
             &[&sha256.0.as_slice()],
         )
         .await?;
-    match existing.as_ref().map(|row| (row.get::<_, &str>(0), row.get::<_, Option<bool>>(1))) {
+    match existing
+        .as_ref()
+        .map(|row| (row.get::<_, &str>(0), row.get::<_, Option<bool>>(1)))
+    {
         Some(("Stored", _)) => {
             transaction
                 .execute(
@@ -209,7 +212,12 @@ pub async fn files_to_collect(
         .await?;
     Ok(rows
         .iter()
-        .filter_map(|row| Some((row.get(0), ContentHash(row.get::<_, &[u8]>(1).try_into().ok()?))))
+        .filter_map(|row| {
+            Some((
+                row.get(0),
+                ContentHash(row.get::<_, &[u8]>(1).try_into().ok()?),
+            ))
+        })
         .collect())
 }
 

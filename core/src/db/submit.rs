@@ -2,12 +2,12 @@
 //! the queue, decided and written in the API's transaction (bound to the job's project).
 
 use super::jobs::{job_from_row, JOB_COLUMNS};
-use super::{DbError, DbResult};
 use super::project_files::name_stored_files;
+use super::{DbError, DbResult};
 use crate::model::{CheckMode, ContentHash, Job, NewJob};
 use crate::validate::MAX_JOB_FILES_BYTES;
-use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -105,8 +105,16 @@ pub(crate) async fn insert_job_drawing_ids(
         missing.dedup();
         return Ok(Submitted::MissingFiles(missing));
     }
-    let files_bytes = job.files.iter().map(|file| file.content.len() as i64).sum::<i64>()
-        + job.stored_files.iter().map(|file| sizes[&file.sha256]).sum::<i64>();
+    let files_bytes = job
+        .files
+        .iter()
+        .map(|file| file.content.len() as i64)
+        .sum::<i64>()
+        + job
+            .stored_files
+            .iter()
+            .map(|file| sizes[&file.sha256])
+            .sum::<i64>();
     if files_bytes > MAX_JOB_FILES_BYTES {
         return Ok(Submitted::FilesTooLarge(files_bytes));
     }
@@ -243,8 +251,11 @@ async fn insert_files(
     sizes: &HashMap<ContentHash, i64>,
 ) -> DbResult<()> {
     let mut paths: Vec<&str> = job.files.iter().map(|f| f.path.as_str()).collect();
-    let mut contents: Vec<Option<&[u8]>> =
-        job.files.iter().map(|f| Some(f.content.as_slice())).collect();
+    let mut contents: Vec<Option<&[u8]>> = job
+        .files
+        .iter()
+        .map(|f| Some(f.content.as_slice()))
+        .collect();
     let mut hashes: Vec<Option<&[u8]>> = vec![None; job.files.len()];
     let mut file_sizes: Vec<Option<i64>> = vec![None; job.files.len()];
     for file in &job.stored_files {

@@ -71,7 +71,13 @@ mod tests {
         );
         assert_eq!(ContentHash::parse(&hash.hex()), Some(hash));
         assert_eq!(ContentHash::parse(&hash.hex().to_uppercase()), Some(hash));
-        for bad in ["", "ab", &hash.hex()[1..], &format!("{}0", hash.hex()), &"g".repeat(64)] {
+        for bad in [
+            "",
+            "ab",
+            &hash.hex()[1..],
+            &format!("{}0", hash.hex()),
+            &"g".repeat(64),
+        ] {
             assert_eq!(ContentHash::parse(bad), None, "{bad:?}");
         }
         // Multi-byte characters never reach from_str_radix.

@@ -10,6 +10,48 @@ fn limits() -> Limits {
     }
 }
 const PROJECT: &str = "0b9f3c2a-1d4e-4f5a-9b6c-7d8e9f0a1b2c";
+/// The SHA-256 of "abc".
+const HASH: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+#[test]
+fn a_file_is_sent_or_named_by_hash_never_both() {
+    let body = |files: Value| json!({ "project_id": PROJECT, "latex": "x", "files": files });
+    let request = parse(
+        body(json!([{ "path": "a.png", "sha256": HASH.to_uppercase() }])),
+        &limits(),
+    )
+    .ok()
+    .unwrap();
+    assert_eq!(request.stored_files[0].sha256.hex(), HASH);
+    assert_eq!(request.files.len(), 1, "the main document only");
+    for (files, wanted) in [
+        (
+            json!([{ "path": "a.png", "sha256": "abc" }]),
+            vec!["files[0].sha256"],
+        ),
+        (
+            json!([{ "path": "a.png", "sha256": 7 }]),
+            vec!["files[0].sha256"],
+        ),
+        (
+            json!([{ "path": "a.png", "sha256": HASH, "content": "x" }]),
+            vec!["files[0].content"],
+        ),
+        (json!([{ "path": "a.png" }]), vec!["files[0].content"]),
+        (
+            json!([{ "path": "a.png", "sha256": HASH }, { "path": "a.png", "content": "x" }]),
+            vec!["files[1].path"],
+        ),
+        (
+            json!([{ "path": "main.tex", "sha256": HASH }]),
+            vec!["files[0].path"],
+        ),
+    ] {
+        let mut names = fields(parse(body(files.clone()), &limits()).err().unwrap());
+        names.sort();
+        assert_eq!(names, wanted, "{files}");
+    }
+}
 
 fn fields(errors: Vec<FieldError>) -> Vec<String> {
     errors.into_iter().map(|e| e.field).collect()
@@ -176,6 +218,14 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
     assert_eq!(request.engine, Engine::Xelatex);
     assert_eq!(request.files.len(), 2);
 
+    let metadata = json!({ "project_id": PROJECT, "files": [{ "path": "b.png", "sha256": HASH }] });
+    let request = parse_multipart(metadata, vec![upload("main.tex")], &limits())
+        .ok()
+        .unwrap();
+    assert_eq!(request.files.len(), 1);
+    assert_eq!(request.stored_files[0].path, "b.png");
+    assert_eq!(request.stored_files[0].sha256.hex(), HASH);
+
     let metadata = json!({ "project_id": PROJECT, "main": "paper/a.tex" });
     let request = parse_multipart(metadata.clone(), vec![upload("paper/a.tex")], &limits())
         .ok()
@@ -191,7 +241,18 @@ fn a_multipart_body_names_its_main_document_among_its_parts() {
         (
             json!({ "project_id": PROJECT, "input_latex": "x", "files": [] }),
             vec![upload("main.tex")],
-            vec!["files", "input_latex"],
+            vec!["input_latex"],
+        ),
+        // The metadata names project files by hash; contents travel as parts.
+        (
+            json!({ "project_id": PROJECT, "files": [{ "path": "a.tex", "content": "x" }] }),
+            vec![upload("main.tex")],
+            vec!["files[0].content"],
+        ),
+        (
+            json!({ "project_id": PROJECT, "files": [{ "path": "main.tex", "sha256": HASH }] }),
+            vec![upload("main.tex")],
+            vec!["files[0].path"],
         ),
         (
             json!({ "project_id": PROJECT, "main": "my paper.tex" }),
