@@ -12,6 +12,7 @@ mod jobs;
 mod local_files;
 mod package_check;
 mod page;
+mod project_delete;
 mod project_files;
 mod report;
 mod soak;
@@ -116,6 +117,12 @@ enum ProjectCommand {
         /// A name for people (the id is what the API uses).
         #[arg(long, default_value = "")]
         name: String,
+    },
+    /// Delete a project's data: its tokens, jobs, outputs, kept state and project files.
+    Delete {
+        /// The project's id.
+        #[arg(long)]
+        project: Uuid,
     },
 }
 
@@ -222,6 +229,9 @@ async fn serve_or_operate(
             let id = db::create_project(&**pool.get().await?, &name).await?;
             println!("{id}");
             Ok(())
+        }
+        Command::Project(ProjectCommand::Delete { project }) => {
+            project_delete::run(&config, project).await
         }
         Command::Token(command) => token_command(&config, command).await,
         Command::Soak(args) => soak::run(args).await,

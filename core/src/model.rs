@@ -40,7 +40,7 @@ pub use page_preview::{
     page_preview_key, page_previews_prefix, ClaimedPreview, PagePreview, PreviewStatus, Rendered,
     PAGE_SIDES, PREVIEW_PAGES,
 };
-pub use project_file::{project_file_key, project_files_prefix, ContentHash, StoredFile};
+pub use project_file::{project_file_key, ContentHash, StoredFile};
 
 text_enum! {
     /// The states of a job, named as the contract names them.
@@ -331,9 +331,15 @@ pub fn document_state_prefix(project_id: Uuid, engine: Engine, main: &str) -> St
     format!("{}{}/", document_prefix(project_id, main), engine.as_str())
 }
 
+/// Where everything a project keeps beside its jobs' outputs lives: its documents' compile
+/// states and its project files.
+pub fn project_prefix(project_id: Uuid) -> String {
+    format!("projects/{project_id}/")
+}
+
 /// Where the compile states of all of a project's documents live.
 pub fn project_documents_prefix(project_id: Uuid) -> String {
-    format!("projects/{project_id}/documents/")
+    format!("{}documents/", project_prefix(project_id))
 }
 
 pub fn pdf_storage_key(id: Uuid) -> String {

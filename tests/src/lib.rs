@@ -16,7 +16,8 @@
 //! - [`loopback`]: clients from chosen loopback addresses;
 //! - [`metrics`]: the API's metrics;
 //! - [`pdf`]: the text and streams of PDFs;
-//! - [`project`]: projects on disk, as requests send them;
+//! - [`project`]: projects on disk, as requests send them; [`project_files`]: files uploaded
+//!   by hash;
 //! - [`rows`]: the test database's rows, past row-level security;
 //! - [`slow_proxy`]: stretching uploads, to act while one is under way;
 //! - [`wait`]: polling for a condition with a limit;
@@ -36,6 +37,7 @@ mod metrics;
 mod pdf;
 mod processes;
 mod project;
+mod project_files;
 mod rows;
 mod slow_proxy;
 mod wait;
@@ -55,6 +57,7 @@ pub use metrics::*;
 pub use pdf::*;
 pub use processes::*;
 pub use project::*;
+pub use project_files::*;
 pub use slow_proxy::*;
 pub use wait::*;
 pub use webhook_receiver::*;

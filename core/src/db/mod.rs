@@ -1,6 +1,7 @@
 //! Every SQL statement texfleet runs, in one folder (the model is River's queue SQL):
 //!
 //! - [`tokens`]: projects and API tokens (the operator's commands, and authentication);
+//!   [`projects`]: deleting a project's data;
 //! - [`submit`] and [`jobs`]: the API's writes and reads of jobs (submission with idempotency
 //!   and the result cache; reading, cancelling, listing), always inside a transaction bound to
 //!   one project, so that row-level security shows it that project's rows only;
@@ -24,6 +25,7 @@ mod jobs;
 mod notify;
 mod previews;
 mod project_files;
+mod projects;
 mod queue;
 mod scratch;
 mod submit;
@@ -39,6 +41,7 @@ pub use jobs::*;
 pub use notify::*;
 pub use previews::*;
 pub use project_files::*;
+pub use projects::*;
 pub use queue::*;
 pub use scratch::*;
 pub use submit::*;

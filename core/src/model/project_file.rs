@@ -54,8 +54,8 @@ pub fn project_file_key(project_id: Uuid, sha256: &ContentHash) -> String {
 }
 
 /// Where a project's files live.
-pub fn project_files_prefix(project_id: Uuid) -> String {
-    format!("projects/{project_id}/files/")
+fn project_files_prefix(project_id: Uuid) -> String {
+    format!("{}files/", super::project_prefix(project_id))
 }
 
 #[cfg(test)]
