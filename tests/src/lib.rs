@@ -14,7 +14,7 @@
 //! - [`kept_state`]: documents that leave state for the next compile;
 //! - [`docker_engine`]: the Docker engines, and the second one of the fleet tests;
 //! - [`loopback`]: clients from chosen loopback addresses;
-//! - [`metrics`]: the API's metrics;
+//! - [`metrics`]: the API's metrics; [`multipart`]: multipart submissions;
 //! - [`pdf`]: the text and streams of PDFs;
 //! - [`project`]: projects on disk, as requests send them; [`project_files`]: files uploaded
 //!   by hash;
@@ -34,6 +34,7 @@ mod hosts_file;
 mod kept_state;
 mod loopback;
 mod metrics;
+mod multipart;
 mod pdf;
 mod processes;
 mod project;
@@ -54,6 +55,7 @@ pub use hosts_file::*;
 pub use kept_state::*;
 pub use loopback::*;
 pub use metrics::*;
+pub use multipart::*;
 pub use pdf::*;
 pub use processes::*;
 pub use project::*;

@@ -5,43 +5,16 @@ use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{pdf_objects_of_subtype, pdf_text, tiny_png, TestApp, ENDLESS};
-
-fn form(metadata: &Value, files: &[(&str, &[u8])]) -> Form {
-    let mut form = Form::new().part(
-        "metadata",
-        Part::text(metadata.to_string())
-            .mime_str("application/json")
-            .unwrap(),
-    );
-    for (path, content) in files {
-        form = form.part(
-            "file",
-            Part::bytes(content.to_vec()).file_name(path.to_string()),
-        );
-    }
-    form
-}
-
-async fn post(app: &TestApp, form: Form, key: Option<&str>) -> reqwest::Response {
-    let mut request = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&app.token)
-        .multipart(form);
-    if let Some(key) = key {
-        request = request.header("Idempotency-Key", key);
-    }
-    request.send().await.unwrap()
-}
+use texfleet_e2e::{
+    multipart_form as form, pdf_objects_of_subtype, pdf_text, tiny_png, TestApp, ENDLESS,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_multipart_project_compiles_in_its_main_document_s_folder() {
     let app = TestApp::spawn().await;
     let main = "\\documentclass{article}\\usepackage{graphicx}\\begin{document}\
                 Intro \\input{part} \\input{shared}\\includegraphics[width=1cm]{fig/a dot}\\end{document}";
-    let response = post(
-        &app,
+    let response = app.post_multipart(
         form(
             &json!({ "project_id": app.project_id, "main": "paper/main.tex", "engine": "lualatex" }),
             &[
@@ -86,15 +59,15 @@ async fn multipart_counts_the_bytes_sent_where_json_pays_for_base64() {
         detail.contains("base64") && detail.contains("multipart/form-data"),
         "{detail}"
     );
-    let response = post(
-        &app,
-        form(
-            &json!({ "project_id": app.project_id }),
-            &[("main.tex", b"x"), ("figure.bin", &figure)],
-        ),
-        None,
-    )
-    .await;
+    let response = app
+        .post_multipart(
+            form(
+                &json!({ "project_id": app.project_id }),
+                &[("main.tex", b"x"), ("figure.bin", &figure)],
+            ),
+            None,
+        )
+        .await;
     assert_eq!(response.status(), 202);
     let job: Value = response.json().await.unwrap();
     let stored: Vec<u8> = {
@@ -158,7 +131,7 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
         ),
     ];
     for (form, status, code, field) in cases {
-        let response = post(&app, form, None).await;
+        let response = app.post_multipart(form, None).await;
         assert_eq!(response.status(), status, "{code} {field}");
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["code"], code, "{problem:#}");
@@ -167,12 +140,12 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
         }
     }
     let (other, _) = app.other_project().await;
-    let response = post(
-        &app,
-        form(&json!({ "project_id": other }), &[("main.tex", b"x")]),
-        None,
-    )
-    .await;
+    let response = app
+        .post_multipart(
+            form(&json!({ "project_id": other }), &[("main.tex", b"x")]),
+            None,
+        )
+        .await;
     assert_eq!(response.status(), 403);
     let response = app
         .http
@@ -207,14 +180,20 @@ async fn a_bad_multipart_body_is_refused_with_the_part_named() {
 async fn an_idempotency_key_covers_multipart_submissions() {
     let app = TestApp::spawn_api_only(|_| {}).await;
     let metadata = json!({ "project_id": app.project_id });
-    let first = post(&app, form(&metadata, &[("main.tex", b"x")]), Some("k1")).await;
+    let first = app
+        .post_multipart(form(&metadata, &[("main.tex", b"x")]), Some("k1"))
+        .await;
     assert_eq!(first.status(), 202);
     let first: Value = first.json().await.unwrap();
-    let again = post(&app, form(&metadata, &[("main.tex", b"x")]), Some("k1")).await;
+    let again = app
+        .post_multipart(form(&metadata, &[("main.tex", b"x")]), Some("k1"))
+        .await;
     assert_eq!(again.status(), 200);
     let again: Value = again.json().await.unwrap();
     assert_eq!(again["id"], first["id"]);
-    let other = post(&app, form(&metadata, &[("main.tex", b"y")]), Some("k1")).await;
+    let other = app
+        .post_multipart(form(&metadata, &[("main.tex", b"y")]), Some("k1"))
+        .await;
     assert_eq!(other.status(), 409);
     let problem: Value = other.json().await.unwrap();
     assert_eq!(problem["code"], "idempotency_conflict");

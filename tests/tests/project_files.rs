@@ -6,7 +6,9 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{large_tex, sha256_hex as sha256, TestApp, INPUT_BIG as MAIN};
+use texfleet_e2e::{
+    large_tex, multipart_form as form, sha256_hex as sha256, TestApp, INPUT_BIG as MAIN,
+};
 
 async fn head(app: &TestApp, token: &str, project: &str, hash: &str) -> reqwest::StatusCode {
     let url = format!("{}/projects/{project}/files/{hash}", app.url);
@@ -103,25 +105,9 @@ async fn every_missing_hash_is_listed_at_once_then_the_job_compiles_in_json_and_
     let metadata = json!({ "project_id": app.project_id, "main": "main.tex", "cache": false,
                            "files": [{ "path": "a.tex", "sha256": hashes[0] }, { "path": "b.tex", "sha256": hashes[1] },
                                      { "path": "c.tex", "sha256": hashes[2] }] });
-    let form = reqwest::multipart::Form::new()
-        .part(
-            "metadata",
-            reqwest::multipart::Part::text(metadata.to_string())
-                .mime_str("application/json")
-                .unwrap(),
-        )
-        .part(
-            "file",
-            reqwest::multipart::Part::bytes(main.as_bytes().to_vec()).file_name("main.tex"),
-        );
     let response = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&app.token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
+        .post_multipart(form(&metadata, &[("main.tex", main.as_bytes())]), None)
+        .await;
     assert_eq!(response.status(), 202);
     let job: Value = response.json().await.unwrap();
     let job = app.wait_terminal(job.id(), Duration::from_secs(120)).await;
@@ -132,25 +118,9 @@ async fn every_missing_hash_is_listed_at_once_then_the_job_compiles_in_json_and_
     // A metadata entry carries no content: that travels as a part.
     let metadata =
         json!({ "project_id": app.project_id, "files": [{ "path": "d.tex", "content": "x" }] });
-    let form = reqwest::multipart::Form::new()
-        .part(
-            "metadata",
-            reqwest::multipart::Part::text(metadata.to_string())
-                .mime_str("application/json")
-                .unwrap(),
-        )
-        .part(
-            "file",
-            reqwest::multipart::Part::bytes(main.as_bytes().to_vec()).file_name("main.tex"),
-        );
     let response = app
-        .http
-        .post(format!("{}/compile", app.url))
-        .bearer_auth(&app.token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
+        .post_multipart(form(&metadata, &[("main.tex", main.as_bytes())]), None)
+        .await;
     assert_eq!(response.status(), 422);
     assert!(response
         .text()
