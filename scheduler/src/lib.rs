@@ -74,6 +74,10 @@ pub use self_check::check_sandbox;
 /// Page previews of one project that render at once across the fleet: with two preview slots,
 /// one project's renders (25 s at most each) always leave one to another project.
 const PREVIEWS_PER_PROJECT: usize = 1;
+/// Preview slots of each scheduler that only a light project may take (`db::claim_previews`),
+/// when it has more than one: projects whose renders are heavy, however many, leave it to the
+/// others.
+const PREVIEW_SLOTS_FOR_LIGHT: usize = 1;
 
 /// Runs `work` (a compile or a page preview) in its own task, holding `permit` (a slot) and its
 /// place among the running, which it frees when it ends; then wakes the claim loop.
@@ -243,7 +247,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             0 => Ok(Vec::new()),
             limit => {
                 let lease = config.lease_seconds;
-                db::claim_previews(&context.db, &owner, lease, limit, PREVIEWS_PER_PROJECT).await
+                let kept = match preview_slots > 1 {
+                    true => PREVIEW_SLOTS_FOR_LIGHT,
+                    false => 0,
+                };
+                let limits = (limit, kept);
+                db::claim_previews(&context.db, &owner, lease, limits, PREVIEWS_PER_PROJECT).await
             }
         };
         let claimed_previews = previews.as_ref().map_or(0, Vec::len);

@@ -65,11 +65,12 @@ async fn render(
 ) -> Result<Rendered, Interrupted> {
     let config = &context.config;
     let pdf = context.storage.get_bytes(&preview.pdf_storage_key).await?;
-    // Any image renders a PDF: the job's year's when this scheduler serves it.
+    // Any image renders a PDF, whatever year made it: the newest, whose Ghostscript has the
+    // most fixes to its PDF reader.
     let sandbox = context
         .sandboxes
-        .of(&preview.texlive)
-        .or_else(|| context.sandboxes.iter().next())
+        .iter()
+        .last()
         .ok_or(Interrupted::Unserved)?;
     let spec = preview_spec(config, preview, &pdf);
     drop(pdf);

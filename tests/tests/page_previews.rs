@@ -300,59 +300,6 @@ async fn compiles_holding_every_slot_leave_previews_rendering() {
     }
 }
 
-/// A Succeeded job of `project` with a stored PDF named `key`, written as the owner.
-async fn succeeded_job(app: &TestApp, project: uuid::Uuid, key: &str) -> uuid::Uuid {
-    let id = uuid::Uuid::new_v4();
-    app.execute(&format!(
-        "INSERT INTO jobs (id, project_id, engine, texlive, timeout_seconds, max_attempts,
-                           status, finished_at, pdf_storage_key)
-         VALUES ('{id}', '{project}', 'pdflatex', '2024', 30, 1, 'Succeeded', now(), '{key}')"
-    ))
-    .await;
-    id
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn projects_take_turns_the_one_served_longest_ago_first() {
-    let app = TestApp::spawn_api_only(|_| {}).await;
-    let (other, _) = app.other_project().await;
-    let (busy, quiet) = (app.project_id, other);
-    let busy_job = succeeded_job(&app, busy, "a.pdf").await;
-    let quiet_job = succeeded_job(&app, quiet, "b.pdf").await;
-    // The busy project had a page rendered a moment ago and queued three more before the
-    // quiet project queued its first.
-    for rows in [
-        format!(
-            "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
-                                        finished_at)
-             VALUES ('{busy_job}', '{busy}', 1, 100, 'Succeeded', now(), now())"
-        ),
-        format!(
-            "INSERT INTO page_previews (job_id, project_id, page, width, created_at)
-             SELECT '{busy_job}', '{busy}', page, 100, now() - interval '1 minute'
-             FROM generate_series(2, 4) AS page"
-        ),
-        format!(
-            "INSERT INTO page_previews (job_id, project_id, page, width)
-             VALUES ('{quiet_job}', '{quiet}', 1, 100)"
-        ),
-    ] {
-        app.execute(&rows).await;
-    }
-    let scheduler =
-        texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
-    let claimed = texfleet_core::db::claim_previews(&scheduler, "test", 30, 1, 1)
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 1);
-    assert_eq!(claimed[0].project_id, quiet, "the quiet project's turn");
-    let next = texfleet_core::db::claim_previews(&scheduler, "test", 30, 2, 1)
-        .await
-        .unwrap();
-    assert_eq!(next.len(), 1, "one render of a project at a time: {next:?}");
-    assert_eq!((next[0].project_id, next[0].page), (busy, 2));
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_render_that_failed_is_tried_again_a_minute_later() {
     let app = TestApp::spawn().await;

@@ -139,14 +139,24 @@ fn preview_from_row(row: &Row) -> DbResult<PagePreview> {
     })
 }
 
+/// Render time a project may have used in the last [`RECENT_RENDER_SECONDS`] and still be
+/// light: an editor's renders take about a second each; one render that a PDF drags to its
+/// limit is heavy at once.
+pub const LIGHT_RENDER_SECONDS: f64 = 20.0;
+/// The window in which a project's render time is counted.
+pub const RECENT_RENDER_SECONDS: f64 = 300.0;
+
 /// Claims up to `limit` queued previews for `owner` with a lease of `lease_seconds`: the
 /// oldest of each project, one per project and claim, never more than `per_project` rendering
-/// for a project at once, so that one project's pages cannot hold every slot.
+/// for a project at once, so that one project's pages cannot hold every slot; at most
+/// `limit - kept_for_light` of them for projects that are not light
+/// ([`LIGHT_RENDER_SECONDS`]), so that projects whose PDFs take long to render leave a slot to
+/// the others however many they are.
 pub async fn claim_previews(
     pool: &Pool,
     owner: &str,
     lease_seconds: u64,
-    limit: usize,
+    (limit, kept_for_light): (usize, usize),
     per_project: usize,
 ) -> DbResult<Vec<ClaimedPreview>> {
     let client = pool.get().await?;
@@ -159,6 +169,9 @@ pub async fn claim_previews(
                 &(lease_seconds as f64),
                 &(limit as i64),
                 &(per_project as i64),
+                &LIGHT_RENDER_SECONDS,
+                &(limit.saturating_sub(kept_for_light) as i64),
+                &RECENT_RENDER_SECONDS,
             ],
         )
         .await?;
@@ -172,33 +185,42 @@ pub async fn claim_previews(
             width: row.get::<_, i32>("width") as u32,
             attempt: row.get("attempts"),
             pdf_storage_key: row.get("pdf_storage_key"),
-            texlive: row.get("texlive"),
         })
         .collect())
 }
 
 /// The oldest queued preview of each project with fewer than `$4` rendering, at most `$3`, in
-/// turns: the project whose last render started longest ago (or never) first, so that a
-/// project with many queued waits behind the others, not they behind it. The job must still be
-/// its project's and have a PDF.
+/// turns: the project that used the least render time in the last `$7` seconds first (then
+/// the oldest request), so that a project whose renders are heavy waits behind the others, not
+/// they behind it; projects that used `$5` seconds or more take at most `$6` of them. The job
+/// must still be its project's and have a PDF.
 const CLAIM_PREVIEWS: &str = "
     WITH rendering AS (
         SELECT project_id, count(*) FILTER (WHERE status = 'Running') AS previews,
-               max(started_at) AS last_started
+               coalesce(sum(extract(epoch FROM coalesce(finished_at, now()) - started_at))
+                        FILTER (WHERE status <> 'Queued'
+                                AND started_at > now() - make_interval(secs => $7)), 0)::float8
+                   AS recent_seconds
         FROM page_previews
         WHERE project_id IN (SELECT project_id FROM page_previews WHERE status = 'Queued')
         GROUP BY project_id
     ), offers AS (
         SELECT DISTINCT ON (queued.project_id) queued.id, queued.created_at,
-               rendering.last_started
+               rendering.recent_seconds, rendering.recent_seconds >= $5::float8 AS heavy
         FROM page_previews AS queued
         JOIN rendering USING (project_id)
         WHERE queued.status = 'Queued' AND rendering.previews < $4
         ORDER BY queued.project_id, queued.created_at
+    ), turns AS (
+        SELECT id, heavy,
+               row_number() OVER (ORDER BY recent_seconds, created_at) AS turn,
+               row_number() OVER (PARTITION BY heavy ORDER BY recent_seconds, created_at)
+                   AS turn_of_its_kind
+        FROM offers
     ), claimable AS (
         SELECT id FROM page_previews
-        WHERE id IN (SELECT id FROM offers
-                     ORDER BY last_started NULLS FIRST, created_at LIMIT $3)
+        WHERE id IN (SELECT id FROM turns
+                     WHERE turn <= $3 AND (NOT heavy OR turn_of_its_kind <= $6))
           AND status = 'Queued'
         FOR UPDATE SKIP LOCKED
     )
@@ -209,7 +231,7 @@ const CLAIM_PREVIEWS: &str = "
     WHERE preview.id = claimable.id AND jobs.id = preview.job_id
       AND jobs.project_id = preview.project_id AND jobs.pdf_storage_key IS NOT NULL
     RETURNING preview.id, preview.job_id, preview.project_id, preview.page, preview.width,
-              preview.attempts, jobs.pdf_storage_key, jobs.texlive";
+              preview.attempts, jobs.pdf_storage_key";
 
 /// Extends `owner`'s lease on a rendering preview; false when it is gone.
 pub async fn renew_preview_lease(

@@ -53,8 +53,6 @@ pub struct ClaimedPreview {
     pub attempt: i32,
     /// The job's stored PDF (a reused result's names the original's).
     pub pdf_storage_key: String,
-    /// The job's TeX Live year: its image renders the page when this scheduler serves it.
-    pub texlive: String,
 }
 
 /// How a render ended, as the scheduler records it.
