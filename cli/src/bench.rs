@@ -10,6 +10,7 @@
 //!   compiled from nothing (`"cache": false`), and an unchanged resubmission (result cache);
 //! - second compiles of an edited copy ([`second`]);
 //! - throughput at saturation, hello and the article, beside the floor's and the peer's;
+//! - a large project sent by hash beside the same sent whole ([`large_project`]);
 //! - API ingest and the queue alone ([`ingest`]);
 //! - resident memory of the api and scheduler processes, idle and under load ([`rss`]);
 //! - with `--reference-image`, the floor and engine pass beside another image's ([`reference`]).
@@ -17,6 +18,7 @@
 mod cpu;
 mod floor;
 mod ingest;
+mod large_project;
 mod phases;
 mod reference;
 mod report;
@@ -66,6 +68,10 @@ pub struct BenchArgs {
     /// left as it is).
     #[arg(long)]
     sync_only: bool,
+    /// Measure only a large project sent by hash beside the same project sent whole
+    /// (bench.json is left as it is).
+    #[arg(long)]
+    large_project_only: bool,
     /// Where bench.json and bench.svg are written.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
@@ -123,6 +129,10 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
     }
     if args.sync_only {
         return sync::sync_queries(&Client::new(&args.server), &mut figures).await;
+    }
+    if args.large_project_only {
+        let client = Client::new(&args.server);
+        return large_project::large_project(&client, config.max_body_bytes, &mut figures).await;
     }
     let sandboxes = Sandboxes::connect(&config, "bench", "bench").await?;
     let sandbox = sandboxes.of(&config.default_texlive).ok_or_else(|| {
@@ -211,6 +221,7 @@ async fn measure(
     )
     .await?;
     sync::sync_queries(&client, figures).await?;
+    large_project::large_project(&client, config.max_body_bytes, figures).await?;
     ingest::ingest_and_queue(config, args, figures).await
 }
 

@@ -179,7 +179,7 @@ async fn compile(args: CompileArgs, keep: Keep) -> anyhow::Result<Exit> {
         false => Ok(ByHash::Unsupported),
     };
     let submitted = match by_hash {
-        Ok(ByHash::Submitted(job)) => Ok(job),
+        Ok(ByHash::Submitted(job, _)) => Ok(job),
         Ok(ByHash::Unsupported) => client.submit_files(&metadata, &contents, &key).await,
         Err(error) => Err(error),
     };

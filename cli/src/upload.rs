@@ -17,8 +17,8 @@ const ANNOUNCED_BYTES: usize = 1024 * 1024;
 
 /// What submitting by hash came to.
 pub enum ByHash {
-    /// The job, as the server answered its submission.
-    Submitted(Value),
+    /// The job, as the server answered its submission, and the bytes uploaded before it.
+    Submitted(Value, usize),
     /// The server has no project files: send the folder whole.
     Unsupported,
 }
@@ -86,7 +86,7 @@ pub async fn submit_by_hash(
     let Some(missing) = client.missing_files(&hashes).await? else {
         return Ok(ByHash::Unsupported);
     };
-    upload(client, files, &hashes, &missing, quiet).await?;
+    let mut uploaded = upload(client, files, &hashes, &missing, quiet).await?;
     let mut body = metadata.clone();
     body["files"] = files
         .iter()
@@ -103,10 +103,10 @@ pub async fn submit_by_hash(
         // Collected since it was asked about (unused for a day): uploaded again, once.
         Err(error) if !missing_of(&error).is_empty() => {
             let missing = missing_of(&error);
-            upload(client, files, &hashes, &missing, quiet).await?;
-            Ok(ByHash::Submitted(submit().await?))
+            uploaded += upload(client, files, &hashes, &missing, quiet).await?;
+            Ok(ByHash::Submitted(submit().await?, uploaded))
         }
-        answer => Ok(ByHash::Submitted(answer?)),
+        answer => Ok(ByHash::Submitted(answer?, uploaded)),
     }
 }
 
@@ -117,14 +117,15 @@ fn missing_of(error: &anyhow::Error) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Uploads the files whose hashes are `missing`, [`CONCURRENT_UPLOADS`] at a time.
+/// Uploads the files whose hashes are `missing`, [`CONCURRENT_UPLOADS`] at a time, and says
+/// how many bytes that took.
 async fn upload(
     client: &Client,
     files: &[(String, Vec<u8>)],
     hashes: &[String],
     missing: &[String],
     quiet: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let mut todo: Vec<(&str, &[u8], &str)> = Vec::new();
     for ((path, content), hash) in files.iter().zip(hashes) {
         if missing.contains(hash) && !todo.iter().any(|(_, _, listed)| listed == hash) {
@@ -132,7 +133,7 @@ async fn upload(
         }
     }
     if todo.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let started = Instant::now();
     let bytes: usize = todo.iter().map(|(_, content, _)| content.len()).sum();
@@ -158,7 +159,7 @@ async fn upload(
             started.elapsed().as_secs_f64()
         );
     }
-    Ok(())
+    Ok(bytes)
 }
 
 fn megabytes(bytes: usize) -> String {

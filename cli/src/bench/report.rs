@@ -25,6 +25,8 @@ pub struct Figures {
     pub queue: Value,
     pub rss_mib: Value,
     pub sync: Value,
+    /// A large project sent by hash and whole.
+    pub large_project: Value,
     /// Null unless `--reference-image` was given.
     pub image_comparison: Value,
 }
