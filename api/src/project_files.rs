@@ -54,6 +54,7 @@ pub struct MissingFiles {
         (status = 201, description = "Stored", body = ProjectFile),
         (status = 200, description = "The project held it already (the body is not read)", body = ProjectFile),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
         (status = 409, description = "Another upload of this file is under way; retry after Retry-After (upload_in_progress)", content_type = "application/problem+json", body = ProblemBody),
         (status = 411, description = "No Content-Length (length_required)", content_type = "application/problem+json", body = ProblemBody),
         (status = 413, description = "Over max_project_file_bytes, or the project's files would pass project_files_quota_bytes (the detail says which)", content_type = "application/problem+json", body = ProblemBody),
@@ -151,6 +152,7 @@ const FILE_SIZE: &str = "file-size";
         (status = 200, description = "The hashes the project does not hold", body = MissingFiles),
         (status = 400, description = "The body is not JSON of this shape", content_type = "application/problem+json", body = ProblemBody),
         (status = 403, description = "The token belongs to another project", content_type = "application/problem+json", body = ProblemBody),
+        (status = 404, description = "The project id is malformed", content_type = "application/problem+json", body = ProblemBody),
         (status = 422, description = "A malformed hash, or more than 500", content_type = "application/problem+json", body = ProblemBody),
         AuthenticatedProblems,
     ))]
