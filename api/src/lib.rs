@@ -220,11 +220,9 @@ pub async fn serve(
         rate_limiter: auth::RateLimiter::new(&config),
         downloads: ProjectSlots::new(downloads::MAX_PER_PROJECT),
         sync_cache: Arc::new(sync::SyncCache::new()),
-        // Room for a body of the largest size, or a part of a project file's upload.
         receiving: receiving::ReceivingBudget::new(
-            config
-                .max_body_bytes
-                .max(texfleet_core::storage::PART_BYTES),
+            config.max_body_bytes,
+            texfleet_core::storage::PART_BYTES,
         ),
         sending: sending::SendingBudget::new(config.max_sending_bytes),
         config: Arc::new(config),

@@ -59,9 +59,15 @@ pub struct Held {
 }
 
 impl ReceivingBudget {
-    pub fn new(max_body_bytes: usize) -> ReceivingBudget {
+    /// A budget of [`BUDGET_BODIES`] bodies of `max_body_bytes`, whose project share holds at
+    /// least a buffer of `part_bytes` (a part of a project file's upload), whatever the largest
+    /// body.
+    pub fn new(max_body_bytes: usize, part_bytes: usize) -> ReceivingBudget {
         let body_kib = (COPIES * max_body_bytes).div_ceil(1024);
-        let kib = (BUDGET_BODIES * body_kib).min(Semaphore::MAX_PERMITS);
+        let part_kib = part_bytes.div_ceil(1024);
+        let kib = (BUDGET_BODIES * body_kib)
+            .max(PROJECT_SHARE * part_kib)
+            .min(Semaphore::MAX_PERMITS);
         ReceivingBudget {
             total: Arc::new(Semaphore::new(kib)),
             per_project_kib: kib / PROJECT_SHARE,
@@ -123,14 +129,15 @@ impl Drop for Held {
     }
 }
 
-/// A place of `bytes` in the budget, as `project`'s, for a body read a part at a time.
+/// A place of `bytes` in the budget, as `project`'s, for a body read a part at a time into a
+/// buffer of that size (one copy: nothing is parsed from it).
 pub fn hold_bytes(
     budget: &ReceivingBudget,
     project: Uuid,
     bytes: usize,
 ) -> Result<Held, BodyError> {
     let mut held = budget.hold(project);
-    budget.grow(&mut held, cost_kib(bytes))?;
+    budget.grow(&mut held, bytes.div_ceil(1024))?;
     Ok(held)
 }
 
@@ -214,7 +221,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_project_holds_a_quarter_of_the_budget_and_gives_it_back() {
-        let budget = ReceivingBudget::new(1024 * 1024);
+        let budget = ReceivingBudget::new(1024 * 1024, 0);
         let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
         let mut held = Vec::new();
         for _ in 0..4 {
@@ -233,7 +240,7 @@ mod tests {
 
     #[test]
     fn projects_filling_the_budget_leave_one_body_to_a_project_holding_less() {
-        let budget = ReceivingBudget::new(1024 * 1024);
+        let budget = ReceivingBudget::new(1024 * 1024, 0);
         let full: Vec<Held> = (0..4)
             .map(|_| {
                 let mut held = budget.hold(Uuid::new_v4());
@@ -250,6 +257,21 @@ mod tests {
         drop((full, light));
         assert!(budget.projects.lock().unwrap().is_empty());
         assert_eq!(budget.total.available_permits(), 16 * COPIES * 1024);
+    }
+
+    #[test]
+    fn a_project_s_share_holds_an_upload_s_part_however_small_the_largest_body() {
+        let part = 8 * 1024 * 1024;
+        let budget = ReceivingBudget::new(4096, part);
+        let (one, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let first = hold_bytes(&budget, one, part).expect("a part fits a project's share");
+        assert!(matches!(
+            hold_bytes(&budget, one, part),
+            Err(BodyError::Busy)
+        ));
+        let second = hold_bytes(&budget, other, part).expect("another project's part fits");
+        drop((first, second));
+        assert!(budget.projects.lock().unwrap().is_empty());
     }
 
     /// A body that declares its length and never sends a byte.
@@ -273,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_declared_length_is_charged_before_a_byte_arrives_and_until_the_caller_lets_go() {
-        let budget = ReceivingBudget::new(4096);
+        let budget = ReceivingBudget::new(4096, 0);
         let project = Uuid::new_v4();
         let declared = Body::new(Declared(4096 * 4 + 1));
         let refused = read_body(declared, 1 << 20, Duration::from_secs(5), &budget, project);
@@ -294,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_within_the_limit_is_read_whole_and_holds_nothing_after() {
-        let budget = ReceivingBudget::new(4096);
+        let budget = ReceivingBudget::new(4096, 0);
         let project = Uuid::new_v4();
         let read = read_body(
             body_of(4096),
@@ -326,7 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn work_on_a_body_holds_its_place_after_its_client_went_away() {
-        let budget = ReceivingBudget::new(4096);
+        let budget = ReceivingBudget::new(4096, 0);
         let project = Uuid::new_v4();
         let (_, place) = read_body(
             body_of(4096),
