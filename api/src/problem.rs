@@ -5,6 +5,7 @@
 //! extractors, the fallback) can reach it without threading it through every signature.
 
 mod files;
+mod infrastructure;
 
 use crate::problem_code::ProblemCode;
 use axum::extract::Request;
@@ -13,8 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use texfleet_core::config::Config;
-use texfleet_core::db::{DbError, QueueLimit};
-use texfleet_core::storage::StorageError;
+use texfleet_core::db::QueueLimit;
 use tracing::Instrument;
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -368,39 +368,5 @@ impl IntoResponse for Problem {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
-    }
-}
-
-/// Database failures: `503` while Postgres is unreachable; anything else is logged in full and
-/// shown only as `500`, so that no SQL text reaches a client.
-impl From<DbError> for Problem {
-    fn from(error: DbError) -> Problem {
-        match error {
-            DbError::Unavailable(_) => {
-                tracing::warn!(%error, "database unavailable");
-                Problem::unavailable("the database is unavailable; retry shortly")
-            }
-            _ => {
-                tracing::error!(%error, "database error");
-                Problem::internal()
-            }
-        }
-    }
-}
-
-/// A missing object is a `404` (retrying will not bring it back); any other storage failure
-/// is a `503` worth retrying. Neither shows the store's own error text.
-impl From<StorageError> for Problem {
-    fn from(error: StorageError) -> Problem {
-        match error {
-            StorageError::NotFound(_) => {
-                tracing::warn!(%error, "object missing from storage");
-                Problem::not_found("the job's output is no longer stored")
-            }
-            StorageError::Failed { .. } => {
-                tracing::error!(%error, "object storage error");
-                Problem::unavailable("object storage is unavailable; retry shortly")
-            }
-        }
     }
 }
