@@ -41,11 +41,12 @@ pub use page_preview::{
     page_preview_key, page_previews_prefix, ClaimedPreview, PagePreview, PreviewStatus, Rendered,
     PAGE_SIDES, PREVIEW_PAGES,
 };
-pub use storage_keys::{
-    document_prefix, document_state_prefix, log_storage_key, pdf_storage_key, project_documents_prefix,
-    project_prefix, short_job_id, storage_keys, synctex_storage_key, thumbnail_storage_key,
-};
 pub use project_file::{project_file_key, ContentHash, StoredFile};
+pub use storage_keys::{
+    document_prefix, document_state_prefix, log_storage_key, pdf_storage_key,
+    project_documents_prefix, project_prefix, short_job_id, storage_keys, synctex_storage_key,
+    thumbnail_storage_key,
+};
 
 text_enum! {
     /// The states of a job, named as the contract names them.
