@@ -207,7 +207,7 @@ async fn held(
 }
 
 /// A hash named by `field`, or a `422`.
-pub fn parse_hash(text: &str, field: &str) -> Result<ContentHash, Problem> {
+fn parse_hash(text: &str, field: &str) -> Result<ContentHash, Problem> {
     ContentHash::parse(text)
         .ok_or_else(|| Problem::validation(vec![FieldError::new(field, "must be 64 hex digits")]))
 }

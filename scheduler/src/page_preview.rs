@@ -119,6 +119,7 @@ async fn render(
         storage_key,
         sha256,
         page_size,
+        image_id: sandbox.image_id().to_string(),
     })
 }
 

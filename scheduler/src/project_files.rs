@@ -137,16 +137,17 @@ pub async fn fetch(
         metrics::PROJECT_FILE_CACHE
             .with_label_values(&[if hit { "hit" } else { "miss" }])
             .inc();
-        if !hit {
-            let size = download(storage, job.project_id, &named.sha256, &path).await?;
-            cache.add(job.project_id, named.sha256, size);
-        }
-        // Evicted by another job between the touch and the read: fetched again.
-        let content = match tokio::fs::read(&path).await {
+        let read = match hit {
+            true => tokio::fs::read(&path).await,
+            false => Err(std::io::ErrorKind::NotFound.into()),
+        };
+        let content = match read {
             Ok(content) => content,
+            // Not here, or evicted by another job between the touch and the read.
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                download(storage, job.project_id, &named.sha256, &path).await?;
-                tokio::fs::read(&path).await?
+                let content = download(storage, job.project_id, &named.sha256, &path).await?;
+                cache.add(job.project_id, named.sha256, content.len() as u64);
+                content
             }
             Err(error) => return Err(error.into()),
         };
@@ -158,20 +159,20 @@ pub async fn fetch(
     Ok(job)
 }
 
-/// Streams the project file from S3 to `path` (through a temporary file beside it, renamed
-/// only once its hash is checked), and returns its size.
+/// Reads the project file from S3 and writes it to `path` as it arrives (through a temporary
+/// file beside it, renamed only once its hash is checked), and returns its bytes.
 async fn download(
     storage: &Storage,
     project: Uuid,
     sha256: &ContentHash,
     path: &Path,
-) -> Result<u64, FetchError> {
+) -> Result<Vec<u8>, FetchError> {
     let mut object = storage.get(&project_file_key(project, sha256)).await?;
     let partial = path.with_extension(format!("part-{:016x}", rand::random::<u64>()));
     let written = async {
         let mut file = tokio::fs::File::create(&partial).await?;
         let mut hasher = Sha256::new();
-        let mut size = 0u64;
+        let mut content = Vec::new();
         while let Some(chunk) =
             object
                 .body
@@ -183,7 +184,7 @@ async fn download(
                 })?
         {
             hasher.update(&chunk);
-            size += chunk.len() as u64;
+            content.extend_from_slice(&chunk);
             file.write_all(&chunk).await?;
         }
         file.flush().await?;
@@ -191,7 +192,7 @@ async fn download(
             return Err(FetchError::Corrupt(*sha256));
         }
         tokio::fs::rename(&partial, path).await?;
-        Ok(size)
+        Ok(content)
     }
     .await;
     if written.is_err() {

@@ -324,3 +324,31 @@ async fn a_render_that_failed_is_tried_again_a_minute_later() {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&png));
     assert_eq!(png_size(&png), Some((200, 283)));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_an_older_year_is_rendered_by_the_newest_image() {
+    let app = TestApp::spawn().await;
+    let job = app
+        .compile(json!({ "input_latex": THREE_PAGES, "texlive": "2022" }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    let (status, _, png) = page(&app, &job, "1?width=100").await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&png));
+    let info = app.get_json("/info").await;
+    let newest = info["texlive_years"].as_array().unwrap().last().unwrap()["sandbox_image"].clone();
+    assert_ne!(
+        job["sandbox_image"], newest,
+        "the job's own year is older: {info:#}"
+    );
+    let client = app.pool.get().await.unwrap();
+    let id: uuid::Uuid = job.id().parse().unwrap();
+    let rendered_by: String = client
+        .query_one(
+            "SELECT image_id FROM page_previews WHERE job_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(serde_json::Value::from(rendered_by), newest);
+}

@@ -131,7 +131,7 @@ async fn store(
             (true, true) => Ok(()),
         }
     });
-    let written = match (checked, parts) {
+    match (checked, parts) {
         (Ok(()), None) => state
             .storage
             .put(&key, buffer, CONTENT_TYPE, ORIGIN)
@@ -155,8 +155,7 @@ async fn store(
             abort(parts).await;
             Err(failure)
         }
-    };
-    written
+    }
 }
 
 /// Writes `part`, starting the multipart upload with the first.

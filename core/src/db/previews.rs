@@ -258,23 +258,31 @@ pub async fn finish_preview(
     owner: &str,
     rendered: &Rendered,
 ) -> DbResult<bool> {
-    let (status, storage_key, sha256, size, page_count, message) = match rendered {
+    let (status, storage_key, sha256, size, image_id, page_count, message) = match rendered {
         Rendered::Stored {
             storage_key,
             sha256,
             page_size,
+            image_id,
         } => (
             "Succeeded",
             Some(storage_key),
             Some(sha256),
             Some(*page_size),
+            Some(image_id),
             None,
             None,
         ),
-        Rendered::PastTheEnd { page_count } => {
-            ("Failed", None, None, None, Some(*page_count as i32), None)
-        }
-        Rendered::Failed { message } => ("Failed", None, None, None, None, Some(message)),
+        Rendered::PastTheEnd { page_count } => (
+            "Failed",
+            None,
+            None,
+            None,
+            None,
+            Some(*page_count as i32),
+            None,
+        ),
+        Rendered::Failed { message } => ("Failed", None, None, None, None, None, Some(message)),
     };
     let [width, height] = size.map_or([None, None], |sides| sides.map(|side| Some(side as i32)));
     let client = pool.get().await?;
@@ -282,8 +290,8 @@ pub async fn finish_preview(
         .execute(
             "UPDATE page_previews
              SET status = $3, storage_key = $4, sha256 = $5, page_width = $6,
-                 page_height = $7, page_count = $8, error_message = $9, finished_at = now(),
-                 lease_owner = NULL, lease_expires_at = NULL
+                 page_height = $7, page_count = $8, error_message = $9, image_id = $10,
+                 finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
              WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
             &[
                 &id,
@@ -295,6 +303,7 @@ pub async fn finish_preview(
                 &height,
                 &page_count,
                 &message,
+                &image_id,
             ],
         )
         .await?;

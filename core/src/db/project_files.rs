@@ -35,16 +35,11 @@ pub async fn reserve_upload(
     size: i64,
     quota: i64,
 ) -> DbResult<Reservation> {
+    // Inserted the first time, locked until the transaction ends every time.
     transaction
         .execute(
             "INSERT INTO project_file_quotas (project_id) VALUES (current_project())
-             ON CONFLICT DO NOTHING",
-            &[],
-        )
-        .await?;
-    transaction
-        .execute(
-            "SELECT 1 FROM project_file_quotas WHERE project_id = current_project() FOR UPDATE",
+             ON CONFLICT (project_id) DO UPDATE SET project_id = EXCLUDED.project_id",
             &[],
         )
         .await?;

@@ -64,6 +64,8 @@ pub enum Rendered {
         storage_key: String,
         sha256: String,
         page_size: [u32; 2],
+        /// The sandbox image that rendered it.
+        image_id: String,
     },
     /// The PDF has only this many pages.
     PastTheEnd { page_count: u32 },
