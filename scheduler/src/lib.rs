@@ -74,7 +74,7 @@ pub use self_check::check_sandbox;
 /// Page previews of one project that render at once across the fleet: with two preview slots,
 /// one project's renders (25 s at most each) always leave one to another project.
 const PREVIEWS_PER_PROJECT: usize = 1;
-/// Preview slots of each scheduler that only a light project may take (`db::claim_previews`),
+/// Preview slots of each scheduler that a heavy project may not take (`db::claim_previews`),
 /// when it has more than one: projects whose renders are heavy, however many, leave it to the
 /// others.
 const PREVIEW_SLOTS_FOR_LIGHT: usize = 1;

@@ -28,9 +28,9 @@ async fn projects_take_turns_the_one_that_rendered_least_first() {
     for rows in [
         format!(
             "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
-                                        finished_at)
+                                        finished_at, last_render_seconds, last_render_at)
              VALUES ('{busy_job}', '{busy}', 1, 100, 'Succeeded', now() - interval '1 second',
-                     now())"
+                     now(), 1, now())"
         ),
         format!(
             "INSERT INTO page_previews (job_id, project_id, page, width, created_at)
@@ -72,28 +72,41 @@ async fn projects_whose_renders_are_heavy_leave_a_slot_to_the_others() {
             claimed.await.unwrap()
         }
     };
-    // Two projects each had a render that took 25 s (a PDF built to be slow), and each
-    // queued another.
-    for (project, seconds) in [(app.project_id, 25), (b, 24)] {
-        let job = succeeded_job(&app, project, "a.pdf").await;
-        app.execute(&format!(
-            "INSERT INTO page_previews (job_id, project_id, page, width, status, started_at,
-                                        finished_at)
-             VALUES ('{job}', '{project}', 1, 100, 'Failed', now() - interval '{seconds} seconds',
-                     now())"
-        ))
-        .await;
-        app.execute(&format!(
-            "INSERT INTO page_previews (job_id, project_id, page, width)
-             VALUES ('{job}', '{project}', 2, 100)"
-        ))
-        .await;
-    }
+    // Two projects each had a render that took 10 s or more (a PDF built to be slow): one
+    // failed and was asked for again (queued, its time still counted), the other queued another.
+    let a_job = succeeded_job(&app, app.project_id, "a.pdf").await;
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width, last_render_seconds,
+                                    last_render_at)
+         VALUES ('{a_job}', '{}', 1, 100, 11, now())",
+        app.project_id
+    ))
+    .await;
+    let b_job = succeeded_job(&app, b, "a.pdf").await;
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width, status, last_render_seconds,
+                                    last_render_at)
+         VALUES ('{b_job}', '{b}', 1, 100, 'Failed', 10, now())"
+    ))
+    .await;
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width)
+         VALUES ('{b_job}', '{b}', 2, 100)"
+    ))
+    .await;
     assert!(
         claim(1).await.is_empty(),
         "the last free slot is not theirs"
     );
+    // An editor that had fifty pages rendered, half a second each, is light all the same.
     let light_job = succeeded_job(&app, light, "b.pdf").await;
+    app.execute(&format!(
+        "INSERT INTO page_previews (job_id, project_id, page, width, status, last_render_seconds,
+                                    last_render_at)
+         SELECT '{light_job}', '{light}', page, 100, 'Succeeded', 0.5, now()
+         FROM generate_series(2, 51) AS page"
+    ))
+    .await;
     app.execute(&format!(
         "INSERT INTO page_previews (job_id, project_id, page, width)
          VALUES ('{light_job}', '{light}', 1, 100)"

@@ -139,19 +139,21 @@ fn preview_from_row(row: &Row) -> DbResult<PagePreview> {
     })
 }
 
-/// Render time a project may have used in the last [`RECENT_RENDER_SECONDS`] and still be
-/// light: an editor's renders take about a second each; one render that a PDF drags to its
-/// limit is heavy at once.
-pub const LIGHT_RENDER_SECONDS: f64 = 20.0;
+/// A project one of whose renders in the last [`RECENT_RENDER_SECONDS`] took this long is
+/// heavy: an editor's renders take about a second each, however many it asks for; a PDF built
+/// to drag Ghostscript to its limits takes ten.
+pub const HEAVY_RENDER_SECONDS: f64 = 5.0;
+/// What ends a render's run, whatever its outcome: how long it took, kept for the turns.
+const RENDER_TIMED: &str =
+    "last_render_seconds = extract(epoch FROM now() - started_at), last_render_at = now()";
 /// The window in which a project's render time is counted.
 pub const RECENT_RENDER_SECONDS: f64 = 300.0;
 
 /// Claims up to `limit` queued previews for `owner` with a lease of `lease_seconds`: the
 /// oldest of each project, one per project and claim, never more than `per_project` rendering
 /// for a project at once, so that one project's pages cannot hold every slot; at most
-/// `limit - kept_for_light` of them for projects that are not light
-/// ([`LIGHT_RENDER_SECONDS`]), so that projects whose PDFs take long to render leave a slot to
-/// the others however many they are.
+/// `limit - kept_for_light` of them for heavy projects ([`HEAVY_RENDER_SECONDS`]), so that
+/// projects whose PDFs take long to render leave a slot to the others however many they are.
 pub async fn claim_previews(
     pool: &Pool,
     owner: &str,
@@ -169,7 +171,7 @@ pub async fn claim_previews(
                 &(lease_seconds as f64),
                 &(limit as i64),
                 &(per_project as i64),
-                &LIGHT_RENDER_SECONDS,
+                &HEAVY_RENDER_SECONDS,
                 &(limit.saturating_sub(kept_for_light) as i64),
                 &RECENT_RENDER_SECONDS,
             ],
@@ -190,30 +192,35 @@ pub async fn claim_previews(
 }
 
 /// The oldest queued preview of each project with fewer than `$4` rendering, at most `$3`, in
-/// turns: the project that used the least render time in the last `$7` seconds first (then
-/// the oldest request), so that a project whose renders are heavy waits behind the others, not
-/// they behind it; projects that used `$5` seconds or more take at most `$6` of them. The job
+/// turns: light projects before heavy ones (one of whose renders in the last `$7` seconds took
+/// `$5` seconds or more), and of each kind the one that used the least render time in that
+/// window first (then the oldest request), so that a project whose renders are heavy waits
+/// behind the others, not they behind it; heavy projects take at most `$6` of them. A render's time is its last run's, kept when it is queued again. The job
 /// must still be its project's and have a PDF.
 const CLAIM_PREVIEWS: &str = "
     WITH rendering AS (
         SELECT project_id, count(*) FILTER (WHERE status = 'Running') AS previews,
-               coalesce(sum(extract(epoch FROM coalesce(finished_at, now()) - started_at))
-                        FILTER (WHERE status <> 'Queued'
-                                AND started_at > now() - make_interval(secs => $7)), 0)::float8
-                   AS recent_seconds
-        FROM page_previews
-        WHERE project_id IN (SELECT project_id FROM page_previews WHERE status = 'Queued')
+               coalesce(sum(seconds), 0)::float8 AS recent_seconds,
+               coalesce(max(seconds), 0)::float8 AS longest
+        FROM (SELECT project_id, status,
+                     CASE WHEN status = 'Running'
+                          THEN extract(epoch FROM now() - started_at)
+                          WHEN last_render_at > now() - make_interval(secs => $7)
+                          THEN last_render_seconds END AS seconds
+              FROM page_previews
+              WHERE project_id IN (SELECT project_id FROM page_previews WHERE status = 'Queued'))
+             AS renders
         GROUP BY project_id
     ), offers AS (
         SELECT DISTINCT ON (queued.project_id) queued.id, queued.created_at,
-               rendering.recent_seconds, rendering.recent_seconds >= $5::float8 AS heavy
+               rendering.recent_seconds, rendering.longest >= $5::float8 AS heavy
         FROM page_previews AS queued
         JOIN rendering USING (project_id)
         WHERE queued.status = 'Queued' AND rendering.previews < $4
         ORDER BY queued.project_id, queued.created_at
     ), turns AS (
         SELECT id, heavy,
-               row_number() OVER (ORDER BY recent_seconds, created_at) AS turn,
+               row_number() OVER (ORDER BY heavy, recent_seconds, created_at) AS turn,
                row_number() OVER (PARTITION BY heavy ORDER BY recent_seconds, created_at)
                    AS turn_of_its_kind
         FROM offers
@@ -288,11 +295,14 @@ pub async fn finish_preview(
     let client = pool.get().await?;
     let finished = client
         .execute(
-            "UPDATE page_previews
+            &format!(
+                "UPDATE page_previews
              SET status = $3, storage_key = $4, sha256 = $5, page_width = $6,
                  page_height = $7, page_count = $8, error_message = $9, image_id = $10,
-                 finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
-             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'",
+                 finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+                 {RENDER_TIMED}
+             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'"
+            ),
             &[
                 &id,
                 &owner,
@@ -346,7 +356,7 @@ pub async fn rescue_expired_previews(pool: &Pool) -> DbResult<u64> {
 /// A render ended without an outcome: queued again while attempts are left.
 fn released() -> String {
     format!(
-        "status = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN 'Queued' ELSE 'Failed' END,
+        "{RENDER_TIMED}, status = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN 'Queued' ELSE 'Failed' END,
          error_message = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN NULL
                          ELSE 'the page could not be rendered on any attempt' END,
          finished_at = CASE WHEN attempts < {MAX_PREVIEW_ATTEMPTS} THEN NULL ELSE now() END,
