@@ -297,3 +297,20 @@ async fn the_quota_and_the_file_cap_hold_under_concurrent_uploads() {
         .unwrap();
     assert_eq!(response.status(), 411);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tiny_files_count_against_the_quota_at_their_least_charge() {
+    let app = TestApp::spawn_with(|config| config.project_files_quota_bytes = 1024 * 1024).await;
+    // Each file counts as 64 KiB at least: sixteen of a byte fill 1 MiB.
+    for byte in 0..16u8 {
+        app.upload_file(&[byte]).await;
+    }
+    let project = app.project_id.to_string();
+    let one_more = app
+        .put_file_as(&app.token, &project, &sha256(&[16]), vec![16])
+        .await;
+    assert_eq!(one_more.status(), 413);
+    let info = app.get_json("/info").await;
+    assert_eq!(info["project_files"]["count"], 16, "{info:#}");
+    assert_eq!(info["project_files"]["bytes"], 16 * 64 * 1024, "{info:#}");
+}

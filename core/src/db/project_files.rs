@@ -14,6 +14,10 @@ use uuid::Uuid;
 /// take it over (the client writes at least a byte a second, or the API closes it first).
 pub const UPLOAD_DEADLINE_SECONDS: f64 = 3600.0;
 
+/// The least a file counts against its project's quota, so that the quota bounds how many
+/// files (rows, objects) a project holds, not only their bytes.
+pub const MIN_FILE_CHARGE_BYTES: i64 = 64 * 1024;
+
 /// What a request to upload a content found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reservation {
@@ -70,14 +74,14 @@ pub async fn reserve_upload(
     // Uploads whose deadline passed hold nothing: they died with their request.
     let used: i64 = transaction
         .query_one(
-            "SELECT coalesce(sum(size), 0)::bigint FROM project_files
+            "SELECT coalesce(sum(greatest(size, $2)), 0)::bigint FROM project_files
              WHERE project_id = current_project() AND sha256 <> $1
                AND NOT (status = 'Uploading' AND upload_expires_at <= now())",
-            &[&sha256.0.as_slice()],
+            &[&sha256.0.as_slice(), &MIN_FILE_CHARGE_BYTES],
         )
         .await?
         .get(0);
-    if used + size > quota {
+    if used + size.max(MIN_FILE_CHARGE_BYTES) > quota {
         return Ok(Reservation::OverQuota { used });
     }
     transaction
@@ -158,16 +162,17 @@ pub async fn name_stored_files(
     Ok(rows.iter().filter_map(hash_and_size).collect())
 }
 
-/// The files the transaction's project holds: how many, and their bytes with the uploads under
-/// way (what counts against the quota).
+/// The files the transaction's project holds: how many, and what they count against the quota
+/// with the uploads under way (each at least [`MIN_FILE_CHARGE_BYTES`]).
 pub async fn project_files_usage(client: &impl GenericClient) -> DbResult<(i64, i64)> {
     let row = client
         .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'Stored'), coalesce(sum(size), 0)::bigint
+            "SELECT count(*) FILTER (WHERE status = 'Stored'),
+                    coalesce(sum(greatest(size, $1)), 0)::bigint
              FROM project_files
              WHERE project_id = current_project()
                AND NOT (status = 'Uploading' AND upload_expires_at <= now())",
-            &[],
+            &[&MIN_FILE_CHARGE_BYTES],
         )
         .await?;
     Ok((row.get(0), row.get(1)))
