@@ -40,7 +40,7 @@ use utoipa::{IntoParams, ToSchema};
                 "max_pdf_bytes": 52428800,
                 "max_log_bytes": 4194304, "memory_mb": 1024, "work_directory_mb": 256 },
     "project_files": { "count": 12, "bytes": 48213077, "quota_bytes": 2_147_483_648_i64,
-                       "max_file_bytes": 134217728, "max_job_files_bytes": 94371840 }
+                       "max_file_bytes": 134217728, "max_job_files_bytes": 167772160 }
 }))]
 pub struct Info {
     /// The default year: what a request that names no `texlive` compiles with.

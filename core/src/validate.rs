@@ -9,9 +9,11 @@
 //! are reserved.
 
 pub const MAX_FILES: usize = 500;
-/// The most bytes a job's files may take, sent and named together: the sandbox reads them in
-/// its spec, base64 in JSON, which it caps at 128 MiB.
-pub const MAX_JOB_FILES_BYTES: i64 = 90 * 1024 * 1024;
+/// The most bytes a job's files may take, sent and named together: they are written into the
+/// sandbox's work directory (`sandbox_tmpfs_mb`, 256 MB by default), which keeps room for
+/// what the compile writes. (Sent files travel base64 in the sandbox's spec, capped at
+/// 128 MiB, and are bounded by `max_body_bytes`; files named by hash follow it raw.)
+pub const MAX_JOB_FILES_BYTES: i64 = 160 * 1024 * 1024;
 pub const MAX_PATH_BYTES: usize = 255;
 pub const MAX_COMPONENT_BYTES: usize = 100;
 pub const MAX_DEPTH: usize = 8;

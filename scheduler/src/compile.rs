@@ -9,8 +9,9 @@ use crate::diagnostics;
 use crate::job_spec::{deadline, job_spec};
 use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed};
-use crate::project_files;
+use crate::project_files::{self, Fetched};
 use crate::record::record;
+use crate::sandbox_input::SandboxInput;
 use crate::sandbox_run::{self, Ran};
 use crate::stop::{JobStop, StopReason};
 use crate::upload::{upload_outputs, Outputs};
@@ -78,21 +79,23 @@ async fn compile_and_upload(
 ) -> Result<Outcome, Interrupted> {
     let config = &context.config;
     let fetched;
-    let job = match job.stored_files.is_empty() {
-        true => job,
+    let (job, streamed) = match job.stored_files.is_empty() {
+        true => (job, Vec::new()),
         false => {
-            fetched =
+            let Fetched { job, streamed } =
                 project_files::fetch(&context.file_cache, &context.storage, job.clone()).await?;
-            &fetched
+            fetched = job;
+            (&fetched, streamed)
         }
     };
-    let mut spec = job_spec(config, job);
+    let mut spec = job_spec(config, job, &streamed);
     let mut prepared = compile_state::prepare(context, job).await;
     let incremental = !prepared.previous.files.is_empty();
     spec.preamble = prepared.preamble.clone();
     spec.previous = std::mem::take(&mut prepared.previous);
     let nonce = spec.nonce.clone();
-    let stdin = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
+    let head = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
+    let stdin = SandboxInput::new(head, streamed);
     let deadline = deadline(config, job);
     let started = Instant::now();
     let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
@@ -100,7 +103,7 @@ async fn compile_and_upload(
     };
     let work = (job.id, job.attempt);
     let Ran { run, collected } =
-        sandbox_run::run(context, sandbox, work, &stdin, nonce, deadline, stop).await?;
+        sandbox_run::run(context, sandbox, work, stdin, nonce, deadline, stop).await?;
     let wall_ms = started.elapsed().as_millis() as i64;
     if let Some(report) = &collected.report {
         tracing::info!(

@@ -192,8 +192,11 @@ async fn preamble_for(
     if job.engine == Engine::Lualatex || job.draft {
         return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
     }
-    let main = job.files.iter().find(|file| file.path == job.main);
-    if let Some(why) = main.and_then(|main| why_not_keyable(&main.content)) {
+    let Some(main) = job.files.iter().find(|file| file.path == job.main) else {
+        tracing::info!("preamble not kept as a format: the main file is streamed");
+        return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
+    };
+    if let Some(why) = why_not_keyable(&main.content) {
         tracing::info!(why, "preamble not kept as a format");
         return (Preamble::Plain, Vec::new(), PreambleCache::Unavailable);
     }

@@ -9,6 +9,7 @@
 //! cannot see, and the Docker host may be remote (`DOCKER_HOST`), sharing no filesystem with us.
 
 use crate::isolation::{host_config, CONTAINER_USER};
+use crate::sandbox_input::SandboxInput;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
@@ -127,7 +128,7 @@ impl Sandbox {
         job_id: Uuid,
         attempt: i32,
         warm: Option<WarmContainer>,
-        stdin: &[u8],
+        stdin: SandboxInput,
         deadline: Duration,
         max_stdout: usize,
         stop: &CancellationToken,
@@ -201,7 +202,7 @@ impl Sandbox {
     }
 
     /// Runs the supervisor's self-check in a sandbox exactly like a job's.
-    pub async fn check(&self, stdin: &[u8]) -> Result<SandboxRun, DockerError> {
+    pub async fn check(&self, stdin: SandboxInput) -> Result<SandboxRun, DockerError> {
         let label = format!("check-{}", Uuid::new_v4());
         let container = self
             .create(

@@ -29,7 +29,7 @@ pub async fn run_floor(
     job: &ClaimedJob,
     previous: CompileState,
 ) -> Result<SandboxRun, DockerError> {
-    let mut spec = job_spec(config, job);
+    let mut spec = job_spec(config, job, &[]);
     spec.previous = previous;
     let stdin = texfleet_sandbox::job_input(&spec, &[]);
     let deadline = deadline(config, job);
@@ -39,7 +39,7 @@ pub async fn run_floor(
             job.id,
             job.attempt,
             container,
-            &stdin,
+            stdin.into(),
             deadline,
             max_stdout(config),
             &never,

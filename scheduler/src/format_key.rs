@@ -5,6 +5,7 @@
 //! `texfleet_sandbox::why_not_keyable`'s to say.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use texfleet_core::digest::sha256_hex;
 use texfleet_core::model::ClaimedJob;
 use texfleet_sandbox::preamble_end;
@@ -30,18 +31,20 @@ impl FormatKey {
     }
 
     /// The key of `job`'s preamble if its dump read `reads`; None when one of them is not a
-    /// source of the job.
+    /// source of the job, or the main file is not read into the job (a streamed one).
     pub fn of(job: &ClaimedJob, image_id: &str, reads: &[String]) -> Option<FormatKey> {
-        let source = |path: &str| job.files.iter().find(|file| file.path == path);
-        let main = &source(&job.main)?.content;
+        let main = &job.files.iter().find(|file| file.path == job.main)?.content;
         let preamble = &main[..preamble_end(main)];
-        let mut paths: Vec<&str> = job.files.iter().map(|file| file.path.as_str()).collect();
+        let sent = job.files.iter().map(|file| (&file.path, sha256_hex(&file.content)));
+        let named = (job.stored_files.iter()).map(|file| (&file.path, file.sha256.hex()));
+        let sources: HashMap<&String, String> = sent.chain(named).collect();
+        let mut paths: Vec<&str> = sources.keys().map(|path| path.as_str()).collect();
         paths.sort_unstable();
         // The dump read the main file only up to `\begin{document}`: the preamble's hash.
         let reads = reads
             .iter()
             .filter(|path| **path != job.main)
-            .map(|path| Some((path.clone(), sha256_hex(&source(path)?.content))))
+            .map(|path| Some((path.clone(), sources.get(path)?.clone())))
             .collect::<Option<Vec<_>>>()?;
         Some(FormatKey {
             image_id: image_id.to_string(),
@@ -57,7 +60,7 @@ impl FormatKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use texfleet_core::model::{Engine, SourceFile};
+    use texfleet_core::model::{ContentHash, Engine, SourceFile, StoredFile};
     use uuid::Uuid;
 
     fn job(main: &str, style: &str) -> ClaimedJob {
@@ -100,6 +103,37 @@ mod tests {
             FormatKey::of(&job(&main, "x"), "image", &["main.tex".into()])
         };
         assert_ne!(keyed("AAAA"), keyed("BBBB"));
+    }
+
+    #[test]
+    fn a_file_named_by_hash_keys_as_its_content_does() {
+        let reads = ["main.tex".to_string(), "style.sty".to_string()];
+        let sent = job("\\usepackage{style}\\begin{document}A\\end{document}", "x");
+        let mut named = sent.clone();
+        named.files.pop();
+        named.stored_files.push(StoredFile {
+            path: "style.sty".into(),
+            sha256: ContentHash::of(b"x"),
+        });
+        let key = FormatKey::of(&sent, "image", &reads);
+        assert!(key.is_some());
+        assert_eq!(FormatKey::of(&named, "image", &reads), key);
+        let mut edited = named.clone();
+        edited.stored_files[0].sha256 = ContentHash::of(b"y");
+        assert_ne!(FormatKey::of(&edited, "image", &reads), key);
+        let mut added = named.clone();
+        added.stored_files.push(StoredFile {
+            path: "extra.png".into(),
+            sha256: ContentHash::of(b"PNG"),
+        });
+        assert_ne!(FormatKey::of(&added, "image", &reads), key);
+        let mut main_streamed = named;
+        let main = main_streamed.files.remove(0);
+        main_streamed.stored_files.push(StoredFile {
+            path: main.path,
+            sha256: ContentHash::of(&main.content),
+        });
+        assert_eq!(FormatKey::of(&main_streamed, "image", &reads), None);
     }
 
     #[test]

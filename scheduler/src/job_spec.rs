@@ -7,13 +7,18 @@ use base64::Engine as _;
 use std::time::Duration;
 use texfleet_core::model::{CheckMode, ClaimedJob, ClaimedPreview, Engine};
 use texfleet_core::Config;
-use texfleet_sandbox::{FileSpec, JobSpec, MAX_FORMAT_BYTES, MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES};
+use crate::project_files::OpenedFile;
+use texfleet_sandbox::{
+    FileSpec, JobSpec, Streamed, MAX_FORMAT_BYTES, MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES,
+};
 
 /// Room in the sandbox's stdout for the archive's own headers and the report.
 const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
 
-/// The spec of one run of `job`, with a nonce drawn for this run alone.
-pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
+/// The spec of one run of `job`, with a nonce drawn for this run alone: the files it sent in
+/// the spec, those it names by hash streamed after it (`streamed`, in the order of
+/// `job.stored_files`).
+pub fn job_spec(config: &Config, job: &ClaimedJob, streamed: &[OpenedFile]) -> JobSpec {
     JobSpec {
         nonce: format!("{:032x}", rand::random::<u128>()),
         engine: sandbox_engine(job.engine),
@@ -38,7 +43,18 @@ pub fn job_spec(config: &Config, job: &ClaimedJob) -> JobSpec {
             .map(|f| FileSpec {
                 path: f.path.clone(),
                 content_base64: BASE64.encode(&f.content),
+                streamed: None,
             })
+            .chain(job.stored_files.iter().zip(streamed).map(|(named, opened)| {
+                FileSpec {
+                    path: named.path.clone(),
+                    content_base64: String::new(),
+                    streamed: Some(Streamed {
+                        bytes: opened.size,
+                        sha256: named.sha256.hex(),
+                    }),
+                }
+            }))
             .collect(),
         preamble: Default::default(),
         previous: Default::default(),
@@ -72,6 +88,7 @@ pub fn preview_spec(config: &Config, preview: &ClaimedPreview, pdf: &[u8]) -> Jo
         files: vec![FileSpec {
             path: PREVIEW_PDF.into(),
             content_base64: BASE64.encode(pdf),
+            streamed: None,
         }],
         preamble: Default::default(),
         previous: Default::default(),

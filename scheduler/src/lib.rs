@@ -42,6 +42,7 @@ mod page_preview;
 mod probes;
 mod project_files;
 mod record;
+mod sandbox_input;
 mod sandbox_run;
 mod sandboxes;
 mod self_check;

@@ -75,14 +75,14 @@ async fn render(
     let spec = preview_spec(config, preview, &pdf);
     drop(pdf);
     let nonce = spec.nonce.clone();
-    let stdin = texfleet_sandbox::job_input(&spec, &[]);
+    let stdin = texfleet_sandbox::job_input(&spec, &[]).into();
     drop(spec);
     let deadline = Duration::from_secs(u64::from(
         PREVIEW_TIMEOUT_SECONDS + config.kill_grace_seconds,
     ));
     let work = (preview.id, preview.attempt);
     let Ran { run, collected } =
-        sandbox_run::run(context, sandbox, work, &stdin, nonce, deadline, stop).await?;
+        sandbox_run::run(context, sandbox, work, stdin, nonce, deadline, stop).await?;
     let state = collected.state.unwrap_or_default();
     let page_size = state
         .page_size

@@ -3,7 +3,8 @@
 //! same figures again), else from S3, checked against their hash on the way (a store that
 //! returns other bytes fails the attempt, never the document). The cache is bounded by
 //! `project_files_cache_bytes`, least recently used first out, keyed by project and hash
-//! (a project never reads another's copy), and starts empty with each process.
+//! (a project never reads another's copy), and starts empty with each process. The files are
+//! streamed into the sandbox from there ([`crate::sandbox_input`]), never held in memory.
 
 use crate::metrics;
 use sha2::{Digest, Sha256};
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use texfleet_core::model::{project_file_key, ClaimedJob, ContentHash, SourceFile};
 use texfleet_core::storage::{Storage, StorageError};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use uuid::Uuid;
 
 /// Files kept on this scheduler's disk for the next compiles.
@@ -125,54 +126,98 @@ pub enum FetchError {
     Disk(#[from] std::io::Error),
 }
 
-/// `job` with the files it names by hash among its files, their bytes read.
+/// A project file a job streams into its sandbox, opened in the disk cache: an eviction
+/// meanwhile unlinks its name, not the file.
+pub struct OpenedFile {
+    pub size: u64,
+    pub file: tokio::fs::File,
+}
+
+/// A job's files as its compile takes them: the main document read into `job.files`, the
+/// other files it names by hash left in `job.stored_files` and opened, in that order, in
+/// `streamed`.
+pub struct Fetched {
+    pub job: ClaimedJob,
+    pub streamed: Vec<OpenedFile>,
+}
+
+/// The largest main document named by hash that is read into the spec; a larger one is
+/// streamed, and its preamble is not kept as a format (the scheduler does not read it).
+const MAX_READ_MAIN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `job`'s project files, fetched into the disk cache and opened there.
 pub async fn fetch(
     cache: &FileCache,
     storage: &Storage,
     mut job: ClaimedJob,
-) -> Result<ClaimedJob, FetchError> {
+) -> Result<Fetched, FetchError> {
+    let mut streamed = Vec::new();
+    let mut stored_files = Vec::new();
     for named in std::mem::take(&mut job.stored_files) {
-        let path = cache.path(job.project_id, &named.sha256);
-        let hit = cache.touch(job.project_id, &named.sha256);
-        metrics::PROJECT_FILE_CACHE
-            .with_label_values(&[if hit { "hit" } else { "miss" }])
-            .inc();
-        let read = match hit {
-            true => tokio::fs::read(&path).await,
-            false => Err(std::io::ErrorKind::NotFound.into()),
-        };
-        let content = match read {
-            Ok(content) => content,
-            // Not here, or evicted by another job between the touch and the read.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                let content = download(storage, job.project_id, &named.sha256, &path).await?;
-                cache.add(job.project_id, named.sha256, content.len() as u64);
-                content
-            }
-            Err(error) => return Err(error.into()),
-        };
-        job.files.push(SourceFile {
-            path: named.path,
-            content,
-        });
+        let mut opened = open(cache, storage, job.project_id, &named.sha256).await?;
+        if named.path == job.main && opened.size <= MAX_READ_MAIN_BYTES {
+            let mut content = Vec::with_capacity(opened.size as usize);
+            opened.file.read_to_end(&mut content).await?;
+            job.files.push(SourceFile {
+                path: named.path,
+                content,
+            });
+        } else {
+            stored_files.push(named);
+            streamed.push(opened);
+        }
     }
-    Ok(job)
+    job.stored_files = stored_files;
+    Ok(Fetched { job, streamed })
+}
+
+/// The project file from the disk cache, or else from S3 through it.
+async fn open(
+    cache: &FileCache,
+    storage: &Storage,
+    project: Uuid,
+    sha256: &ContentHash,
+) -> Result<OpenedFile, FetchError> {
+    let path = cache.path(project, sha256);
+    let hit = cache.touch(project, sha256);
+    metrics::PROJECT_FILE_CACHE
+        .with_label_values(&[if hit { "hit" } else { "miss" }])
+        .inc();
+    if hit {
+        match tokio::fs::File::open(&path).await {
+            Ok(file) => {
+                let size = file.metadata().await?.len();
+                return Ok(OpenedFile { size, file });
+            }
+            // Evicted by another job between the touch and the open.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let opened = download(storage, project, sha256, &path).await?;
+    cache.add(project, *sha256, opened.size);
+    Ok(opened)
 }
 
 /// Reads the project file from S3 and writes it to `path` as it arrives (through a temporary
-/// file beside it, renamed only once its hash is checked), and returns its bytes.
+/// file beside it, renamed only once its hash is checked), and returns it open at its start.
 async fn download(
     storage: &Storage,
     project: Uuid,
     sha256: &ContentHash,
     path: &Path,
-) -> Result<Vec<u8>, FetchError> {
+) -> Result<OpenedFile, FetchError> {
     let mut object = storage.get(&project_file_key(project, sha256)).await?;
     let partial = path.with_extension(format!("part-{:016x}", rand::random::<u64>()));
     let written = async {
-        let mut file = tokio::fs::File::create(&partial).await?;
+        let mut file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .await?;
         let mut hasher = Sha256::new();
-        let mut content = Vec::new();
+        let mut size = 0;
         while let Some(chunk) =
             object
                 .body
@@ -184,7 +229,7 @@ async fn download(
                 })?
         {
             hasher.update(&chunk);
-            content.extend_from_slice(&chunk);
+            size += chunk.len() as u64;
             file.write_all(&chunk).await?;
         }
         file.flush().await?;
@@ -192,7 +237,8 @@ async fn download(
             return Err(FetchError::Corrupt(*sha256));
         }
         tokio::fs::rename(&partial, path).await?;
-        Ok(content)
+        file.seek(std::io::SeekFrom::Start(0)).await?;
+        Ok(OpenedFile { size, file })
     }
     .await;
     if written.is_err() {

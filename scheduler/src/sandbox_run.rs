@@ -6,6 +6,7 @@
 use crate::collect::{collect, Bounds, Collected};
 use crate::job_spec::max_stdout;
 use crate::outcome::{Interrupted, KILLED};
+use crate::sandbox_input::SandboxInput;
 use crate::stop::JobStop;
 use crate::{Context, Sandbox, SandboxRun};
 use std::time::Duration;
@@ -23,7 +24,7 @@ pub async fn run(
     context: &Context,
     sandbox: &Sandbox,
     (id, attempt): (Uuid, i32),
-    stdin: &[u8],
+    stdin: SandboxInput,
     nonce: String,
     deadline: Duration,
     stop: &JobStop,

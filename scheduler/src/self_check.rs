@@ -63,7 +63,7 @@ pub async fn check_sandbox(config: &Config) -> anyhow::Result<Vec<Check>> {
     };
     let mut checks = Vec::new();
     for sandbox in sandboxes.iter() {
-        let run = sandbox.check(&serde_json::to_vec(&spec)?).await?;
+        let run = sandbox.check(serde_json::to_vec(&spec)?.into()).await?;
         let found: Vec<Check> = serde_json::from_slice(&run.stdout).map_err(|error| {
             anyhow::anyhow!(
                 "the sandbox check of TeX Live {} printed no report ({error}): {}",

@@ -1,6 +1,7 @@
 //! A scheduler fetching the project files a job names: from its disk cache when a job of the
 //! project named them before, and never bytes other than the hash says, whatever the store
-//! returns. (A file of its own: the cache's counts are the process's.)
+//! returns; streamed into the sandbox whole, a project past what the spec could carry
+//! included. (A file of its own: the cache's counts are the process's.)
 
 use serde_json::json;
 use std::time::Duration;
@@ -55,4 +56,49 @@ async fn a_stored_file_whose_bytes_are_not_its_hash_fails_the_job_not_compiles_i
         job["links"]["pdf"].is_null(),
         "nothing compiled from the forged bytes"
     );
+}
+
+/// `bytes` bytes that differ from file to file by `seed`.
+fn figure(bytes: usize, seed: u8) -> Vec<u8> {
+    (0..bytes)
+        .map(|i| (i as u8).wrapping_mul(31) ^ (i >> 12) as u8 ^ seed)
+        .collect()
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    let mut md5sum = std::process::Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut md5sum.stdin.take().unwrap(), bytes).unwrap();
+    let output = md5sum.wait_with_output().unwrap();
+    String::from_utf8(output.stdout).unwrap()[..32].to_uppercase()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_of_a_hundred_megabytes_reaches_the_sandbox_whole() {
+    let app = TestApp::spawn().await;
+    // Past the 128 MiB of base64 the spec may carry, and in the order the spec names them.
+    let figures = [figure(48 * 1024 * 1024, 1), figure(48 * 1024 * 1024, 2), figure(5, 3)];
+    let mut files = Vec::new();
+    let mut main = String::from("\\documentclass{article}\\begin{document}\n");
+    for (n, content) in figures.iter().enumerate() {
+        let hash = app.upload_file(content).await;
+        let path = format!("figures/f{n}.bin");
+        main.push_str(&format!(
+            "{n}: \\pdffilesize{{{path}}} \\pdfmdfivesum file {{{path}}}\\par\n"
+        ));
+        files.push(json!({ "path": path, "sha256": hash }));
+    }
+    main.push_str("\\end{document}\n");
+    let job = app
+        .compile(json!({ "input_latex": main, "files": files }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    let text = app.text_of(job.id()).await;
+    for (n, content) in figures.iter().enumerate() {
+        let seen = format!("{n}: {} {}", content.len(), md5_hex(content));
+        assert!(text.contains(&seen), "{seen} not in {text}");
+    }
 }

@@ -97,8 +97,9 @@ async fn finished(client: &Client, job: Value) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends a project of 20 figures (80 MiB: more than the request cap, and within what a job may
-/// name) and one of 3 (12 MiB, which fits) both ways, and prints the figures.
+/// Sends a project of 25 figures (100 MiB: more than the request cap, and than the spec could
+/// carry before files were streamed into the sandbox) and one of 3 (12 MiB, which fits) both
+/// ways, and prints the figures.
 pub async fn large_project(
     client: &Client,
     max_body_bytes: usize,
@@ -109,7 +110,7 @@ pub async fn large_project(
     );
     let mut rows = Vec::new();
     let seed = rand_seed();
-    for count in [20, 3] {
+    for count in [25, 3] {
         let size = count * FIGURE_BYTES;
         // Each way sends figures of its own, so that neither finds the other's result or files.
         for (way, seed) in [

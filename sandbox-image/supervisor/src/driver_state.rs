@@ -26,11 +26,12 @@ pub struct CompileState {
 
 impl CompileState {
     /// What either side keeps of a state that the compile's user wrote: at most
-    /// [`MAX_STATE_FILES`] files, each of a kind handed on ([`is_handed_on`]), and a bounded
+    /// [`MAX_STATE_FILES`] files, each of a kind handed on ([`is_handed_on`]) and carried in
+    /// the state (never [`Streamed`](crate::Streamed)), and a bounded
     /// number of tool signatures, each for a run named in a bounded length.
     pub fn bounded(mut self) -> CompileState {
         self.files
-            .retain(|file| is_handed_on(std::path::Path::new(&file.path)));
+            .retain(|file| file.streamed.is_none() && is_handed_on(std::path::Path::new(&file.path)));
         self.files.truncate(MAX_STATE_FILES);
         self.tools
             .retain(|tool, _| tool.len() <= MAX_TOOL_KEY_BYTES);
@@ -163,6 +164,7 @@ mod tests {
         let file = |path: &str| FileSpec {
             path: path.into(),
             content_base64: String::new(),
+            streamed: None,
         };
         let mut files: Vec<FileSpec> = [
             "/etc/passwd",
@@ -174,6 +176,16 @@ mod tests {
         ]
         .map(file)
         .into();
+        files.insert(
+            0,
+            FileSpec {
+                streamed: Some(crate::Streamed {
+                    bytes: 1,
+                    sha256: String::new(),
+                }),
+                ..file("streamed.aux")
+            },
+        );
         files.extend((0..MAX_STATE_FILES + 5).map(|n| file(&format!("f{n}.aux"))));
         let mut tools: BTreeMap<String, u64> = (0..MAX_TOOL_SIGNATURES + 5)
             .map(|n| (format!("bibtex {n}"), 1))

@@ -2,7 +2,8 @@
 //!
 //! The scheduler attaches to the container and writes one [`JobSpec`] as JSON on one line to
 //! its stdin, followed by the raw bytes of a preamble format when the spec says so
-//! ([`job_input`], [`read_job`]), then closes stdin. The supervisor compiles and writes a tar archive to stdout: first
+//! ([`job_input`], [`read_job`]), then by the raw bytes of each [`Streamed`] file, then closes
+//! stdin. The supervisor compiles and writes a tar archive to stdout: first
 //! [`REPORT_FILE`] (a [`Report`] as JSON, carrying the job's nonce), then, when they exist,
 //! [`PDF_FILE`], [`LOG_FILE`], [`SYNCTEX_FILE`] and, when the spec asks for one,
 //! [`THUMBNAIL_FILE`], each once.
@@ -148,8 +149,8 @@ pub enum Preamble {
     Load { format_bytes: u64 },
 }
 
-/// A job's stdin: the spec as one line of JSON (serde_json escapes every newline inside it),
-/// then the format of [`Preamble::Load`].
+/// The head of a job's stdin: the spec as one line of JSON (serde_json escapes every newline
+/// inside it), then the format of [`Preamble::Load`]. The [`Streamed`] files follow it.
 pub fn job_input(spec: &JobSpec, format: &[u8]) -> Vec<u8> {
     let mut input = serde_json::to_vec(spec).expect("a job spec serializes");
     input.push(b'\n');
@@ -158,7 +159,8 @@ pub fn job_input(spec: &JobSpec, format: &[u8]) -> Vec<u8> {
 }
 
 /// Reads what [`job_input`] wrote: the spec, at most `max_spec_bytes` of it, and the format
-/// it announces (empty without one).
+/// it announces (empty without one). The [`Streamed`] files are left in `input`, to be read in
+/// the order of [`JobSpec::files`].
 pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(JobSpec, Vec<u8>)> {
     let mut line = Vec::new();
     input.take(max_spec_bytes).read_until(b'\n', &mut line)?;
@@ -173,13 +175,44 @@ pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(Jo
             return Err(io::Error::other("the format ended early"));
         }
     }
+    if spec.streamed_bytes().is_none_or(|bytes| bytes > MAX_STREAMED_BYTES) {
+        return Err(io::Error::other("the streamed files are larger than their cap"));
+    }
     Ok((spec, format))
+}
+
+/// The most bytes of [`Streamed`] files one job may have: more than the work directory holds.
+pub const MAX_STREAMED_BYTES: u64 = 1024 * 1024 * 1024;
+
+impl JobSpec {
+    /// How many bytes of [`Streamed`] files follow the head of the job's stdin (None when the
+    /// sum overflows).
+    pub fn streamed_bytes(&self) -> Option<u64> {
+        self.files
+            .iter()
+            .filter_map(|file| file.streamed.as_ref())
+            .try_fold(0u64, |sum, streamed| sum.checked_add(streamed.bytes))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSpec {
     pub path: String,
+    /// The content, unless it is streamed.
+    #[serde(default)]
     pub content_base64: String,
+    /// The content follows on stdin instead, raw: a project file of megabytes costs no base64
+    /// and no copy in memory on its way in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<Streamed>,
+}
+
+/// A file whose bytes follow the head of the job's stdin ([`job_input`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Streamed {
+    pub bytes: u64,
+    /// The hex SHA-256 of the content: whether a pass rewrote the file is told by it.
+    pub sha256: String,
 }
 
 /// Which limit ended or spoiled a compile.
@@ -271,17 +304,72 @@ mod tests {
             max_synctex_bytes: 1,
             main: "main.tex".into(),
             source_date_epoch: 0,
-            files: vec![FileSpec {
-                path: "a\nb".into(),
-                content_base64: String::new(),
-            }],
+            files: vec![
+                FileSpec {
+                    path: "a\nb".into(),
+                    content_base64: String::new(),
+                    streamed: None,
+                },
+                FileSpec {
+                    path: "c.png".into(),
+                    content_base64: String::new(),
+                    streamed: Some(Streamed {
+                        bytes: 3,
+                        sha256: String::new(),
+                    }),
+                },
+            ],
             preamble: Preamble::Load { format_bytes: 4 },
             previous: CompileState::default(),
         };
-        let input = job_input(&spec, b"\n\0fm");
-        let (read, format) = read_job(&mut input.as_slice(), 1 << 20).unwrap();
+        let mut input = job_input(&spec, b"\n\0fm");
+        input.extend_from_slice(b"PNG");
+        let mut reader = input.as_slice();
+        let (read, format) = read_job(&mut reader, 1 << 20).unwrap();
         assert_eq!(read.files, spec.files);
         assert_eq!(format, b"\n\0fm");
-        assert!(read_job(&mut &input[..input.len() - 1], 1 << 20).is_err());
+        assert_eq!(reader, b"PNG", "the streamed files are left to read");
+        assert_eq!(read.streamed_bytes(), Some(3));
+        assert!(read_job(&mut &input[..input.len() - 4], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn streamed_files_past_their_cap_are_refused() {
+        let streamed = |bytes| FileSpec {
+            path: "a.png".into(),
+            content_base64: String::new(),
+            streamed: Some(Streamed {
+                bytes,
+                sha256: String::new(),
+            }),
+        };
+        let spec = |files| JobSpec {
+            nonce: "n".into(),
+            engine: Engine::Pdflatex,
+            halt_on_error: false,
+            draft: false,
+            wordcount: false,
+            check: None,
+            thumbnail_width: None,
+            preview_page: None,
+            timeout_seconds: 1,
+            max_pdf_bytes: 1,
+            max_log_bytes: 1,
+            max_synctex_bytes: 1,
+            main: "main.tex".into(),
+            source_date_epoch: 0,
+            files,
+            preamble: Preamble::Plain,
+            previous: CompileState::default(),
+        };
+        for files in [
+            vec![streamed(MAX_STREAMED_BYTES + 1)],
+            vec![streamed(u64::MAX), streamed(2)],
+        ] {
+            let input = job_input(&spec(files), b"");
+            assert!(read_job(&mut input.as_slice(), 1 << 20).is_err());
+        }
+        let input = job_input(&spec(vec![streamed(MAX_STREAMED_BYTES)]), b"");
+        assert!(read_job(&mut input.as_slice(), 1 << 20).is_ok());
     }
 }

@@ -17,7 +17,7 @@ use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, 
 use nix::sys::wait::waitpid;
 use nix::unistd::{pipe2, Pid};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -36,13 +36,14 @@ const STOP_GRACE_SECONDS: u32 = 1;
 
 pub fn run() -> io::Result<()> {
     privileges::become_supervisor()?;
-    let (mut spec, format) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
+    let mut stdin = io::stdin().lock();
+    let (mut spec, format) = read_job(&mut stdin, crate::MAX_SPEC_BYTES)?;
     let nonce = std::mem::take(&mut spec.nonce);
     // Orphans of the compile are re-parented to us, so we can reap every one of them. Best
     // effort: gVisor lacks it, and there Docker's init reaps them (kill(-1) still kills them).
     let subreaper = nix::sys::prctl::set_child_subreaper(true);
     let started = Instant::now();
-    let (exit, handover) = compile(&spec, &format)?;
+    let (exit, handover) = compile(&spec, &format, &mut stdin)?;
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(io::Error::other)?;
     let cpu = usage.user_time() + usage.system_time();
     let mut report = Report {
@@ -140,9 +141,14 @@ pub fn main_directory(spec: &JobSpec) -> &Path {
 }
 
 /// Runs the compile driver as the compile's user until it ends or the deadline passes, then
-/// kills and reaps everything the compile started. Returns how the driver ended and what it
-/// handed on.
-fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<(Exit, io::Result<Option<Handover>>)> {
+/// kills and reaps everything the compile started. The driver reads the job and then the
+/// streamed files, passed on from `streamed`. Returns how the driver ended and what it handed
+/// on.
+fn compile(
+    spec: &JobSpec,
+    format: &[u8],
+    streamed: &mut impl Read,
+) -> io::Result<(Exit, io::Result<Option<Handover>>)> {
     // Close-on-exec: only the spec's reader, made the driver's stdin, and the handover's
     // writer, made its stdout, reach the driver; nothing of the compile inherits the others.
     let (spec_reader, spec_writer) = pipe2(OFlag::O_CLOEXEC).map_err(io::Error::other)?;
@@ -163,7 +169,9 @@ fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<(Exit, io::Result<Option
     drop((spec_reader, handover_writer));
     // The driver reads the whole spec before it starts anything; it may die first (EPIPE).
     let mut writer = File::from(spec_writer);
+    let streamed_bytes = spec.streamed_bytes().unwrap_or(0);
     let _ = writer.write_all(&job_input(spec, format));
+    pass_on(streamed, &mut writer, streamed_bytes);
     drop(writer);
 
     arm_deadline(spec.timeout_seconds)?;
@@ -177,6 +185,14 @@ fn compile(spec: &JobSpec, format: &[u8]) -> io::Result<(Exit, io::Result<Option
     let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
     while waitpid(Pid::from_raw(-1), None).is_ok() {}
     Ok((exit?, handover))
+}
+
+/// Copies `bytes` from `input` to the driver, and reads them all even when the driver stops
+/// taking them: the scheduler writes the whole job before it reads our archive.
+fn pass_on(input: &mut impl Read, driver: &mut impl Write, bytes: u64) {
+    let mut input = input.take(bytes);
+    let _ = io::copy(&mut input, driver);
+    let _ = io::copy(&mut input, &mut io::sink());
 }
 
 /// 0: running; 1: asked to stop; 2: killed.
@@ -212,6 +228,15 @@ fn arm_deadline(seconds: u32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_files_are_read_to_their_end_when_the_driver_stops_taking_them() {
+        let mut input: &[u8] = b"0123456789next";
+        let mut driver = [0u8; 4];
+        pass_on(&mut input, &mut driver.as_mut_slice(), 10);
+        assert_eq!(&driver, b"0123");
+        assert_eq!(input, b"next");
+    }
 
     #[test]
     fn only_a_driver_that_ended_by_itself_within_its_limits_hands_on_state() {

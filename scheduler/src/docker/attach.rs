@@ -3,6 +3,7 @@
 //! container ended (the engine's OOM flag, or its events when the flag lost the race).
 
 use super::{DockerError, Sandbox};
+use crate::sandbox_input::SandboxInput;
 use bollard::container::LogOutput;
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, EventsOptionsBuilder, WaitContainerOptions,
@@ -46,7 +47,7 @@ impl Sandbox {
         &self,
         container: &str,
         already_started: bool,
-        stdin: &[u8],
+        stdin: SandboxInput,
         deadline: Duration,
         max_stdout: usize,
         stop: &CancellationToken,
@@ -69,7 +70,7 @@ impl Sandbox {
 
         let mut run = SandboxRun::default();
         let exchange = async {
-            attached.input.write_all(stdin).await?;
+            stdin.write_to(&mut attached.input).await?;
             attached.input.shutdown().await?;
             while let Some(frame) = attached.output.next().await {
                 match frame? {

@@ -7,11 +7,13 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use texfleet_sandbox::{is_plain_relative, FileSpec};
+use sha2::{Digest, Sha256};
+use texfleet_sandbox::{is_plain_relative, FileSpec, Streamed};
 
-/// Writes each source below `root`, refusing to follow or replace anything. (The API has
-/// already refused unsafe paths; this is a second line, not the first.)
-pub fn write_sources(root: &Path, files: &[FileSpec]) -> io::Result<()> {
+/// Writes each source below `root`, refusing to follow or replace anything, the streamed ones
+/// copied from `streamed` in their order. (The API has already refused unsafe paths; this is a
+/// second line, not the first.)
+pub fn write_sources(root: &Path, files: &[FileSpec], streamed: &mut impl Read) -> io::Result<()> {
     for file in files {
         let path = Path::new(&file.path);
         if !is_plain_relative(path) {
@@ -21,22 +23,35 @@ pub fn write_sources(root: &Path, files: &[FileSpec]) -> io::Result<()> {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
         }
-        let content = BASE64
-            .decode(&file.content_base64)
-            .map_err(io::Error::other)?;
-        write_new(&path, &content)?;
+        match &file.streamed {
+            None => {
+                let content = BASE64
+                    .decode(&file.content_base64)
+                    .map_err(io::Error::other)?;
+                create_new(&path)?.write_all(&content)?;
+            }
+            Some(Streamed { bytes, .. }) => {
+                let copied = io::copy(&mut streamed.take(*bytes), &mut create_new(&path)?)?;
+                if copied != *bytes {
+                    return Err(io::Error::other(format!("{} ended early", file.path)));
+                }
+            }
+        }
     }
     Ok(())
 }
 
 /// Writes a file that must not exist yet, never through a link.
 pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    create_new(path)?.write_all(bytes)
+}
+
+fn create_new(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?
-        .write_all(bytes)
+        .open(path)
 }
 
 /// Replaces the file at `path` (the compile's, in a folder of the compile) with `bytes`.
@@ -52,12 +67,17 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// rewrite sources (`\openout`), and what reads them afterwards must know.
 pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str> {
     let holds_sent = |file: &FileSpec| -> io::Result<bool> {
+        let mut opened = open_regular(&root.join(&file.path))?;
+        if let Some(streamed) = &file.streamed {
+            let mut hasher = Sha256::new();
+            io::copy(&mut opened.take(streamed.bytes + 1), &mut hasher)?;
+            return Ok(format!("{:x}", hasher.finalize()) == streamed.sha256);
+        }
         let sent = BASE64
             .decode(&file.content_base64)
             .map_err(io::Error::other)?;
-        let opened = open_regular(&root.join(&file.path))?;
         let mut now = Vec::with_capacity(sent.len());
-        opened.take(sent.len() as u64 + 1).read_to_end(&mut now)?;
+        (&mut opened).take(sent.len() as u64 + 1).read_to_end(&mut now)?;
         Ok(now == sent)
     };
     files
@@ -78,5 +98,53 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             "{} is not a file",
             path.display()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn streamed(path: &str, content: &[u8]) -> FileSpec {
+        FileSpec {
+            path: path.into(),
+            content_base64: String::new(),
+            streamed: Some(Streamed {
+                bytes: content.len() as u64,
+                sha256: format!("{:x}", Sha256::digest(content)),
+            }),
+        }
+    }
+
+    #[test]
+    fn streamed_sources_are_written_in_order_and_their_rewrites_seen_by_hash() {
+        let root = tempfile::tempdir().unwrap();
+        let files = [
+            streamed("a.png", b"PNG"),
+            FileSpec {
+                path: "main.tex".into(),
+                content_base64: BASE64.encode(b"tex"),
+                streamed: None,
+            },
+            streamed("fig/b.pdf", b"%PDF"),
+        ];
+        let mut input: &[u8] = b"PNG%PDFrest";
+        write_sources(root.path(), &files, &mut input).unwrap();
+        assert_eq!(fs::read(root.path().join("a.png")).unwrap(), b"PNG");
+        assert_eq!(fs::read(root.path().join("main.tex")).unwrap(), b"tex");
+        assert_eq!(fs::read(root.path().join("fig/b.pdf")).unwrap(), b"%PDF");
+        assert_eq!(input, b"rest");
+        assert_eq!(first_rewritten(root.path(), &files), None);
+        fs::write(root.path().join("fig/b.pdf"), b"%PDX").unwrap();
+        assert_eq!(first_rewritten(root.path(), &files), Some("fig/b.pdf"));
+        fs::write(root.path().join("fig/b.pdf"), b"%PDF+").unwrap();
+        assert_eq!(first_rewritten(root.path(), &files), Some("fig/b.pdf"));
+    }
+
+    #[test]
+    fn a_stream_that_ends_early_is_an_error() {
+        let root = tempfile::tempdir().unwrap();
+        let mut input: &[u8] = b"PN";
+        assert!(write_sources(root.path(), &[streamed("a.png", b"PNG")], &mut input).is_err());
     }
 }

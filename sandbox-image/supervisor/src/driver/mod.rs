@@ -366,11 +366,12 @@ fn again_from_nothing(
     }
 }
 
-/// Makes the job's files as the client sent them in the work directory, with the converted
-/// figures, and enters the main document's `folder`.
+/// Makes the job's files as the client sent them in the work directory (the streamed ones
+/// read from stdin after the spec), with the converted figures, and enters the main
+/// document's `folder`.
 fn lay_out(steps: &mut Steps, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
     let work = Path::new(WORK_DIR);
-    files::write_sources(work, &spec.files)?;
+    files::write_sources(work, &spec.files, &mut io::stdin().lock())?;
     // The only folder of /tmp an engine reaches: it must exist when its layer is made.
     fs::create_dir_all(confine::TEXMF_VAR)?;
     std::env::set_current_dir(folder)?;

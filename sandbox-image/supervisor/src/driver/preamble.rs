@@ -78,7 +78,7 @@ pub fn dump(
     let main_path = folder.join(main);
     let Some(sent) = files
         .iter()
-        .find(|file| Path::new(&file.path) == main_path)
+        .find(|file| Path::new(&file.path) == main_path && file.streamed.is_none())
         .and_then(|file| BASE64.decode(&file.content_base64).ok())
     else {
         return Ok((

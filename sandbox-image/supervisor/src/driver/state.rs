@@ -106,6 +106,7 @@ pub fn next(steps: &Steps, folder: &Path, sources: &[PathBuf]) -> CompileState {
         state.files.push(FileSpec {
             path: name.into_owned(),
             content_base64: BASE64.encode(bytes),
+            streamed: None,
         });
     }
     state
