@@ -35,7 +35,10 @@ impl FormatKey {
     pub fn of(job: &ClaimedJob, image_id: &str, reads: &[String]) -> Option<FormatKey> {
         let main = &job.files.iter().find(|file| file.path == job.main)?.content;
         let preamble = &main[..preamble_end(main)];
-        let sent = job.files.iter().map(|file| (&file.path, sha256_hex(&file.content)));
+        let sent = job
+            .files
+            .iter()
+            .map(|file| (&file.path, sha256_hex(&file.content)));
         let named = (job.stored_files.iter()).map(|file| (&file.path, file.sha256.hex()));
         let sources: HashMap<&String, String> = sent.chain(named).collect();
         let mut paths: Vec<&str> = sources.keys().map(|path| path.as_str()).collect();

@@ -2,12 +2,12 @@
 //! limits and a fresh nonce the report must carry back; how long a run may take and how much
 //! stdout it may write.
 
+use crate::project_files::OpenedFile;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::time::Duration;
 use texfleet_core::model::{CheckMode, ClaimedJob, ClaimedPreview, Engine};
 use texfleet_core::Config;
-use crate::project_files::OpenedFile;
 use texfleet_sandbox::{
     FileSpec, JobSpec, Streamed, MAX_FORMAT_BYTES, MAX_STATE_BYTES, MAX_THUMBNAIL_BYTES,
 };
@@ -45,16 +45,19 @@ pub fn job_spec(config: &Config, job: &ClaimedJob, streamed: &[OpenedFile]) -> J
                 content_base64: BASE64.encode(&f.content),
                 streamed: None,
             })
-            .chain(job.stored_files.iter().zip(streamed).map(|(named, opened)| {
-                FileSpec {
-                    path: named.path.clone(),
-                    content_base64: String::new(),
-                    streamed: Some(Streamed {
-                        bytes: opened.size,
-                        sha256: named.sha256.hex(),
+            .chain(
+                job.stored_files
+                    .iter()
+                    .zip(streamed)
+                    .map(|(named, opened)| FileSpec {
+                        path: named.path.clone(),
+                        content_base64: String::new(),
+                        streamed: Some(Streamed {
+                            bytes: opened.size,
+                            sha256: named.sha256.hex(),
+                        }),
                     }),
-                }
-            }))
+            )
             .collect(),
         preamble: Default::default(),
         previous: Default::default(),

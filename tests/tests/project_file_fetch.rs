@@ -80,7 +80,11 @@ fn md5_hex(bytes: &[u8]) -> String {
 async fn a_project_of_a_hundred_megabytes_reaches_the_sandbox_whole() {
     let app = TestApp::spawn().await;
     // Past the 128 MiB of base64 the spec may carry, and in the order the spec names them.
-    let figures = [figure(48 * 1024 * 1024, 1), figure(48 * 1024 * 1024, 2), figure(5, 3)];
+    let figures = [
+        figure(48 * 1024 * 1024, 1),
+        figure(48 * 1024 * 1024, 2),
+        figure(5, 3),
+    ];
     let mut files = Vec::new();
     let mut main = String::from("\\documentclass{article}\\begin{document}\n");
     for (n, content) in figures.iter().enumerate() {

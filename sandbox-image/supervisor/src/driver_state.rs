@@ -30,8 +30,9 @@ impl CompileState {
     /// the state (never [`Streamed`](crate::Streamed)), and a bounded
     /// number of tool signatures, each for a run named in a bounded length.
     pub fn bounded(mut self) -> CompileState {
-        self.files
-            .retain(|file| file.streamed.is_none() && is_handed_on(std::path::Path::new(&file.path)));
+        self.files.retain(|file| {
+            file.streamed.is_none() && is_handed_on(std::path::Path::new(&file.path))
+        });
         self.files.truncate(MAX_STATE_FILES);
         self.tools
             .retain(|tool, _| tool.len() <= MAX_TOOL_KEY_BYTES);

@@ -175,8 +175,13 @@ pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(Jo
             return Err(io::Error::other("the format ended early"));
         }
     }
-    if spec.streamed_bytes().is_none_or(|bytes| bytes > MAX_STREAMED_BYTES) {
-        return Err(io::Error::other("the streamed files are larger than their cap"));
+    if spec
+        .streamed_bytes()
+        .is_none_or(|bytes| bytes > MAX_STREAMED_BYTES)
+    {
+        return Err(io::Error::other(
+            "the streamed files are larger than their cap",
+        ));
     }
     Ok((spec, format))
 }

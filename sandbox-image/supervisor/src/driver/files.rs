@@ -3,11 +3,11 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
+use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use sha2::{Digest, Sha256};
 use texfleet_sandbox::{is_plain_relative, FileSpec, Streamed};
 
 /// Writes each source below `root`, refusing to follow or replace anything, the streamed ones
@@ -77,7 +77,9 @@ pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str
             .decode(&file.content_base64)
             .map_err(io::Error::other)?;
         let mut now = Vec::with_capacity(sent.len());
-        (&mut opened).take(sent.len() as u64 + 1).read_to_end(&mut now)?;
+        (&mut opened)
+            .take(sent.len() as u64 + 1)
+            .read_to_end(&mut now)?;
         Ok(now == sent)
     };
     files
