@@ -106,3 +106,39 @@ async fn a_project_of_a_hundred_megabytes_reaches_the_sandbox_whole() {
         assert!(text.contains(&seen), "{seen} not in {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_format_from_a_style_named_by_hash_is_kept_until_the_style_changes_or_is_rewritten() {
+    let app = TestApp::spawn().await;
+    let compile = |style: String, body: &str| {
+        let main = format!(
+            "\\documentclass{{article}}\\usepackage{{style}}\n\\begin{{document}}\\hello. {body}\\end{{document}}\n"
+        );
+        let app = &app;
+        async move {
+            let files = [json!({ "path": "style.sty", "sha256": style })];
+            app.compile(json!({ "input_latex": main, "files": files }))
+                .await
+        }
+    };
+    let one = app.upload_file(b"\\def\\hello{Style one}\n").await;
+    let first = compile(one.clone(), "First.").await;
+    assert_eq!(first["preamble_cache"], "miss", "{first:#}");
+    let second = compile(one.clone(), "Second.").await;
+    assert_eq!(second["preamble_cache"], "hit", "{second:#}");
+    assert!(app.text_of(second.id()).await.contains("Style one. Second."));
+
+    let two = app.upload_file(b"\\def\\hello{Style two}\n").await;
+    let changed = compile(two, "Third.").await;
+    assert_eq!(changed["preamble_cache"], "miss", "{changed:#}");
+    assert!(app.text_of(changed.id()).await.contains("Style two. Third."));
+
+    // A body that rewrites the streamed style before the dump: no format from it.
+    let rewrite = "\\newwrite\\w\\immediate\\openout\\w=style.sty \
+        \\immediate\\write\\w{\\string\\def\\string\\hello{Planted}}\\immediate\\closeout\\w";
+    let three = app.upload_file(b"\\def\\hello{Style three}\n").await;
+    let rewritten = compile(three, rewrite).await;
+    assert_eq!(rewritten["status"], "Succeeded", "{rewritten:#}");
+    let log = app.log(rewritten.id()).await;
+    assert!(log.contains("the compile rewrote style.sty"), "{log}");
+}
