@@ -95,8 +95,9 @@ async fn compile_and_upload(
     spec.previous = std::mem::take(&mut prepared.previous);
     let nonce = spec.nonce.clone();
     let head = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
+    let streamed_bytes = streamed.iter().map(|file| file.size).sum();
     let stdin = SandboxInput::new(head, streamed);
-    let deadline = deadline(config, job);
+    let deadline = deadline(config, job, streamed_bytes);
     let started = Instant::now();
     let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
         return Err(Interrupted::Unserved);

@@ -107,10 +107,21 @@ fn sandbox_engine(engine: Engine) -> texfleet_sandbox::Engine {
     }
 }
 
-/// Our outer deadline for a run of `job`: its timeout, then the grace the supervisor has to
-/// stop the compile and report.
-pub fn deadline(config: &Config, job: &ClaimedJob) -> Duration {
-    Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds))
+/// Our outer deadline for a run of `job`: the time its `streamed_bytes` take to reach the
+/// sandbox (whose own deadline starts once they are in), its timeout, then the grace the
+/// supervisor has to stop the compile and report.
+pub fn deadline(config: &Config, job: &ClaimedJob, streamed_bytes: u64) -> Duration {
+    let run = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
+    run + streaming_time(streamed_bytes)
+}
+
+/// The slowest rate at which streamed files are counted to reach the sandbox: far below what
+/// a scheduler's disk cache and the attach stream give (159 MiB in under a second on two
+/// cores).
+const STREAMED_BYTES_PER_SECOND: u64 = 16 * 1024 * 1024;
+
+fn streaming_time(streamed_bytes: u64) -> Duration {
+    Duration::from_secs(streamed_bytes.div_ceil(STREAMED_BYTES_PER_SECOND))
 }
 
 /// The most a run may write to stdout: every output at its cap (a thumbnail's too, asked for
@@ -122,4 +133,16 @@ pub fn max_stdout(config: &Config) -> usize {
         + config.max_synctex_bytes
         + (MAX_STATE_BYTES + MAX_FORMAT_BYTES + MAX_THUMBNAIL_BYTES) as usize
         + ARCHIVE_OVERHEAD_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_files_lengthen_the_deadline_by_their_time_to_arrive() {
+        assert_eq!(streaming_time(0), Duration::ZERO);
+        assert_eq!(streaming_time(1), Duration::from_secs(1));
+        assert_eq!(streaming_time(160 * 1024 * 1024), Duration::from_secs(10));
+    }
 }

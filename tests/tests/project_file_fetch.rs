@@ -79,10 +79,11 @@ fn md5_hex(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_of_a_hundred_megabytes_reaches_the_sandbox_whole() {
     let app = TestApp::spawn().await;
-    // Past the 128 MiB of base64 the spec may carry, and in the order the spec names them.
+    // Past the 128 MiB of base64 the spec may carry, in the order the spec names them, and a
+    // file larger than any output may be.
     let figures = [
-        figure(48 * 1024 * 1024, 1),
-        figure(48 * 1024 * 1024, 2),
+        figure(60 * 1024 * 1024, 1),
+        figure(36 * 1024 * 1024, 2),
         figure(5, 3),
     ];
     let mut files = Vec::new();
@@ -126,12 +127,18 @@ async fn a_format_from_a_style_named_by_hash_is_kept_until_the_style_changes_or_
     assert_eq!(first["preamble_cache"], "miss", "{first:#}");
     let second = compile(one.clone(), "Second.").await;
     assert_eq!(second["preamble_cache"], "hit", "{second:#}");
-    assert!(app.text_of(second.id()).await.contains("Style one. Second."));
+    assert!(app
+        .text_of(second.id())
+        .await
+        .contains("Style one. Second."));
 
     let two = app.upload_file(b"\\def\\hello{Style two}\n").await;
     let changed = compile(two, "Third.").await;
     assert_eq!(changed["preamble_cache"], "miss", "{changed:#}");
-    assert!(app.text_of(changed.id()).await.contains("Style two. Third."));
+    assert!(app
+        .text_of(changed.id())
+        .await
+        .contains("Style two. Third."));
 
     // A body that rewrites the streamed style before the dump: no format from it.
     let rewrite = "\\newwrite\\w\\immediate\\openout\\w=style.sty \
@@ -141,4 +148,29 @@ async fn a_format_from_a_style_named_by_hash_is_kept_until_the_style_changes_or_
     assert_eq!(rewritten["status"], "Succeeded", "{rewritten:#}");
     let log = app.log(rewritten.id()).await;
     assert!(log.contains("the compile rewrote style.sty"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_kept_files_that_fails_starts_again_with_its_streamed_files() {
+    let app = TestApp::spawn().await;
+    let hash = app.upload_file(b"From a named file.\n").await;
+    let files = [json!({ "path": "big.tex", "sha256": hash })];
+    let clean = app
+        .compile(json!({ "input_latex": MAIN, "files": files }))
+        .await;
+    assert_eq!(clean["status"], "Succeeded", "{clean:#}");
+    // The pass from the clean compile's files fails: the compile runs again from nothing.
+    let typo = MAIN.replace("\\input{big}", "\\input{big}\\oops");
+    let job = app
+        .compile(json!({ "input_latex": typo, "files": files }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert_eq!(job["incremental"], true, "{job:#}");
+    assert!(
+        job["diagnostics"]
+            .to_string()
+            .contains("Undefined control sequence"),
+        "{job:#}"
+    );
+    assert!(app.text_of(job.id()).await.contains("From a named file."));
 }

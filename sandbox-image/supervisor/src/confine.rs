@@ -64,7 +64,7 @@ pub fn set_limits(spec: &JobSpec) -> io::Result<()> {
     let cpu_seconds = u64::from(spec.timeout_seconds) + 1;
     let limits = [
         (Resource::RLIMIT_CPU, cpu_seconds),
-        (Resource::RLIMIT_FSIZE, largest_output(spec) + 1),
+        (Resource::RLIMIT_FSIZE, largest_file(spec) + 1),
         (Resource::RLIMIT_NOFILE, MAX_OPEN_FILES),
         (Resource::RLIMIT_CORE, 0),
     ];
@@ -75,12 +75,19 @@ pub fn set_limits(spec: &JobSpec) -> io::Result<()> {
     Ok(())
 }
 
-/// The largest file the compile may write: the largest output cap.
-pub fn largest_output(spec: &JobSpec) -> u64 {
+/// The largest file the compile may write: the largest output cap, or more than the largest
+/// source, which the driver writes under the same limit and which must not look like a file
+/// that reached it.
+pub fn largest_file(spec: &JobSpec) -> u64 {
+    let largest_source = spec.files.iter().map(|file| match &file.streamed {
+        Some(streamed) => streamed.bytes,
+        None => file.content_base64.len() as u64 / 4 * 3,
+    });
     spec.max_pdf_bytes
         .max(spec.max_log_bytes)
         .max(spec.max_synctex_bytes)
         .max(spec.thumbnail_width.map_or(0, |_| MAX_THUMBNAIL_BYTES))
+        .max(largest_source.max().map_or(0, |bytes| bytes + 1))
 }
 
 /// When memory runs out, the kernel kills the compile rather than the supervisor. Best
@@ -177,4 +184,32 @@ pub fn environment(spec: &JobSpec, directory: &Path) -> Vec<String> {
         }
     }
     environment
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outputs::disk_limit_reached;
+
+    #[test]
+    fn a_source_larger_than_every_output_cap_neither_passes_the_limit_nor_looks_cut() {
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "nonce": "", "engine": "pdflatex", "halt_on_error": false, "timeout_seconds": 1,
+            "max_pdf_bytes": 100, "max_log_bytes": 10, "max_synctex_bytes": 10,
+            "main": "main.tex", "source_date_epoch": 0,
+            "files": [{ "path": "main.tex", "content_base64": "eA==" },
+                      { "path": "big.png", "streamed": { "bytes": 1000, "sha256": "" } }],
+        }))
+        .unwrap();
+        assert!(largest_file(&spec) > 1000);
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("big.png"), vec![0; 1000]).unwrap();
+        assert_eq!(
+            disk_limit_reached(work.path(), largest_file(&spec) + 1),
+            None
+        );
+        let at_the_limit = vec![0; largest_file(&spec) as usize];
+        std::fs::write(work.path().join("output.pdf"), at_the_limit).unwrap();
+        assert!(disk_limit_reached(work.path(), largest_file(&spec) + 1).is_some());
+    }
 }

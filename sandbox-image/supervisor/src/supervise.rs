@@ -72,7 +72,7 @@ pub fn run() -> io::Result<()> {
     } else if exit == Exit::Signal(Signal::SIGXCPU as i32) {
         Some(Limit::CpuTime)
     } else if let Some(note) =
-        disk_limit_reached(Path::new(WORK_DIR), confine::largest_output(&spec) + 1)
+        disk_limit_reached(Path::new(WORK_DIR), confine::largest_file(&spec) + 1)
     {
         report.notes.push(note);
         Some(Limit::Output)
@@ -235,7 +235,11 @@ mod tests {
         let all = [streamed.as_slice(), b"next"].concat();
         let mut input = all.as_slice();
         let mut driver = [0u8; 4];
-        pass_on(&mut input, &mut driver.as_mut_slice(), streamed.len() as u64);
+        pass_on(
+            &mut input,
+            &mut driver.as_mut_slice(),
+            streamed.len() as u64,
+        );
         assert_eq!(driver, [7; 4]);
         assert_eq!(input, b"next");
     }

@@ -5,7 +5,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use texfleet_sandbox::{is_plain_relative, FileSpec, Streamed};
@@ -69,9 +69,7 @@ pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str
     let holds_sent = |file: &FileSpec| -> io::Result<bool> {
         let mut opened = open_regular(&root.join(&file.path))?;
         if let Some(streamed) = &file.streamed {
-            let mut hasher = Sha256::new();
-            io::copy(&mut opened.take(streamed.bytes + 1), &mut hasher)?;
-            return Ok(format!("{:x}", hasher.finalize()) == streamed.sha256);
+            return holds_streamed(&mut opened, streamed);
         }
         let sent = BASE64
             .decode(&file.content_base64)
@@ -86,6 +84,37 @@ pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str
         .iter()
         .find(|file| !holds_sent(file).unwrap_or(false))
         .map(|file| file.path.as_str())
+}
+
+/// Whether `file`, read from where it is, holds what was streamed.
+fn holds_streamed(file: &mut File, streamed: &Streamed) -> io::Result<bool> {
+    let mut hasher = Sha256::new();
+    io::copy(&mut file.take(streamed.bytes + 1), &mut hasher)?;
+    Ok(format!("{:x}", hasher.finalize()) == streamed.sha256)
+}
+
+/// The streamed sources below `root`, each checked to hold what was sent and open at its
+/// start, in their order: what [`write_sources`] reads to lay them out again once the work
+/// directory is cleared, for stdin was read to its end. Fails at the first the compile
+/// rewrote. (Nothing of the compile runs meanwhile: the driver ends every stray process after
+/// each step.)
+pub fn streamed_as_sent(root: &Path, files: &[FileSpec]) -> io::Result<impl Read> {
+    let mut sequence: Box<dyn Read> = Box::new(io::empty());
+    for file in files {
+        let Some(streamed) = &file.streamed else {
+            continue;
+        };
+        let mut opened = open_regular(&root.join(&file.path))?;
+        if !holds_streamed(&mut opened, streamed)? {
+            return Err(io::Error::other(format!(
+                "the compile rewrote {}",
+                file.path
+            )));
+        }
+        opened.seek(SeekFrom::Start(0))?;
+        sequence = Box::new(sequence.chain(opened));
+    }
+    Ok(sequence)
 }
 
 /// The regular file at `path` (not a link, nor a FIFO that would block the read).
@@ -141,6 +170,23 @@ mod tests {
         assert_eq!(first_rewritten(root.path(), &files), Some("fig/b.pdf"));
         fs::write(root.path().join("fig/b.pdf"), b"%PDF+").unwrap();
         assert_eq!(first_rewritten(root.path(), &files), Some("fig/b.pdf"));
+    }
+
+    #[test]
+    fn streamed_sources_are_laid_out_again_as_sent_and_never_as_rewritten() {
+        let (first, again) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let files = [streamed("a.png", b"PNG"), streamed("fig/b.pdf", b"%PDF")];
+        write_sources(first.path(), &files, &mut &b"PNG%PDF"[..]).unwrap();
+        let mut sent = streamed_as_sent(first.path(), &files).unwrap();
+        write_sources(again.path(), &files, &mut sent).unwrap();
+        assert_eq!(fs::read(again.path().join("a.png")).unwrap(), b"PNG");
+        assert_eq!(fs::read(again.path().join("fig/b.pdf")).unwrap(), b"%PDF");
+
+        fs::write(first.path().join("fig/b.pdf"), b"%PDX").unwrap();
+        let Err(error) = streamed_as_sent(first.path(), &files) else {
+            panic!("a rewritten source is laid out again");
+        };
+        assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
     }
 
     #[test]

@@ -40,7 +40,7 @@ use landlock::RulesetStatus;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use passes::{compile, Format, Run};
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,7 +119,7 @@ pub fn run() -> io::Result<()> {
         .push(format!("texfleet: Landlock {:?}", landlock.ruleset));
     steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
-    lay_out(&mut steps, &spec, engine, &folder)?;
+    lay_out(&mut steps, &spec, engine, &folder, &mut io::stdin().lock())?;
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     if let Some(page) = spec.preview_page {
         return thumbnail::preview(channel, steps, &spec, page, started + timeout);
@@ -349,7 +349,12 @@ fn again_from_nothing(
     folder: &Path,
     passes: impl FnOnce(&mut Steps) -> bool,
 ) -> io::Result<bool> {
-    match state::forget(steps).and_then(|()| lay_out(steps, spec, engine, folder)) {
+    let work = Path::new(WORK_DIR);
+    let again = files::streamed_as_sent(work, &spec.files).and_then(|mut streamed| {
+        state::forget(steps)?;
+        lay_out(steps, spec, engine, folder, &mut streamed)
+    });
+    match again {
         Ok(()) => Ok(passes(steps)),
         Err(error) => {
             steps.trace.push(format!(
@@ -367,11 +372,17 @@ fn again_from_nothing(
 }
 
 /// Makes the job's files as the client sent them in the work directory (the streamed ones
-/// read from stdin after the spec), with the converted figures, and enters the main
-/// document's `folder`.
-fn lay_out(steps: &mut Steps, spec: &JobSpec, engine: Engine, folder: &Path) -> io::Result<()> {
+/// read from `streamed`), with the converted figures, and enters the main document's
+/// `folder`.
+fn lay_out(
+    steps: &mut Steps,
+    spec: &JobSpec,
+    engine: Engine,
+    folder: &Path,
+    streamed: &mut impl Read,
+) -> io::Result<()> {
     let work = Path::new(WORK_DIR);
-    files::write_sources(work, &spec.files, &mut io::stdin().lock())?;
+    files::write_sources(work, &spec.files, streamed)?;
     // The only folder of /tmp an engine reaches: it must exist when its layer is made.
     fs::create_dir_all(confine::TEXMF_VAR)?;
     std::env::set_current_dir(folder)?;
