@@ -97,7 +97,7 @@ async fn compile_and_upload(
     let head = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
     let streamed_bytes = streamed.iter().map(|file| file.size).sum();
     let stdin = SandboxInput::new(head, streamed);
-    let deadline = deadline(config, job, streamed_bytes);
+    let deadline = deadline(config, job.timeout_seconds, streamed_bytes);
     let started = Instant::now();
     let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
         return Err(Interrupted::Unserved);

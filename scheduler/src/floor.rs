@@ -32,7 +32,7 @@ pub async fn run_floor(
     let mut spec = job_spec(config, job, &[]);
     spec.previous = previous;
     let stdin = texfleet_sandbox::job_input(&spec, &[]);
-    let deadline = deadline(config, job, 0);
+    let deadline = deadline(config, job.timeout_seconds, 0);
     let never = CancellationToken::new();
     sandbox
         .run(

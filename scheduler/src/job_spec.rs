@@ -107,11 +107,11 @@ fn sandbox_engine(engine: Engine) -> texfleet_sandbox::Engine {
     }
 }
 
-/// Our outer deadline for a run of `job`: the time its `streamed_bytes` take to reach the
-/// sandbox (whose own deadline starts once they are in), its timeout, then the grace the
-/// supervisor has to stop the compile and report.
-pub fn deadline(config: &Config, job: &ClaimedJob, streamed_bytes: u64) -> Duration {
-    let run = Duration::from_secs(u64::from(job.timeout_seconds + config.kill_grace_seconds));
+/// Our outer deadline for a run of a job: the time its `streamed_bytes` take to reach the
+/// sandbox (whose own deadline starts once they are in), its `timeout_seconds`, then the grace
+/// the supervisor has to stop the compile and report.
+pub fn deadline(config: &Config, timeout_seconds: u32, streamed_bytes: u64) -> Duration {
+    let run = Duration::from_secs(u64::from(timeout_seconds + config.kill_grace_seconds));
     run + streaming_time(streamed_bytes)
 }
 
@@ -141,8 +141,13 @@ mod tests {
 
     #[test]
     fn streamed_files_lengthen_the_deadline_by_their_time_to_arrive() {
-        assert_eq!(streaming_time(0), Duration::ZERO);
-        assert_eq!(streaming_time(1), Duration::from_secs(1));
-        assert_eq!(streaming_time(160 * 1024 * 1024), Duration::from_secs(10));
+        let config = Config {
+            kill_grace_seconds: 5,
+            ..Config::default()
+        };
+        assert_eq!(deadline(&config, 60, 0), Duration::from_secs(65));
+        assert_eq!(deadline(&config, 60, 1), Duration::from_secs(66));
+        let most = 160 * 1024 * 1024;
+        assert_eq!(deadline(&config, 60, most), Duration::from_secs(75));
     }
 }
