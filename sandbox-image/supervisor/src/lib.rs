@@ -292,41 +292,41 @@ mod tests {
         assert!(serde_json::from_str::<Engine>("\"tex\"").is_err());
     }
 
+    /// A spec of `files` and `preamble`, the rest of no matter.
+    fn spec(files: Vec<FileSpec>, preamble: Preamble) -> JobSpec {
+        let mut spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "nonce": "n", "engine": "pdflatex", "halt_on_error": false, "timeout_seconds": 1,
+            "max_pdf_bytes": 1, "max_log_bytes": 1, "max_synctex_bytes": 1,
+            "main": "main.tex", "source_date_epoch": 0, "files": [],
+        }))
+        .unwrap();
+        spec.files = files;
+        spec.preamble = preamble;
+        spec
+    }
+
+    fn streamed(path: &str, bytes: u64) -> FileSpec {
+        FileSpec {
+            path: path.into(),
+            content_base64: String::new(),
+            streamed: Some(Streamed {
+                bytes,
+                sha256: String::new(),
+            }),
+        }
+    }
+
     #[test]
     fn a_job_input_carries_the_spec_then_the_raw_format() {
-        let spec = JobSpec {
-            nonce: "n".into(),
-            engine: Engine::Pdflatex,
-            halt_on_error: false,
-            draft: false,
-            wordcount: false,
-            check: None,
-            thumbnail_width: None,
-            preview_page: None,
-            timeout_seconds: 1,
-            max_pdf_bytes: 1,
-            max_log_bytes: 1,
-            max_synctex_bytes: 1,
-            main: "main.tex".into(),
-            source_date_epoch: 0,
-            files: vec![
-                FileSpec {
-                    path: "a\nb".into(),
-                    content_base64: String::new(),
-                    streamed: None,
-                },
-                FileSpec {
-                    path: "c.png".into(),
-                    content_base64: String::new(),
-                    streamed: Some(Streamed {
-                        bytes: 3,
-                        sha256: String::new(),
-                    }),
-                },
-            ],
-            preamble: Preamble::Load { format_bytes: 4 },
-            previous: CompileState::default(),
+        let sent = FileSpec {
+            path: "a\nb".into(),
+            content_base64: String::new(),
+            streamed: None,
         };
+        let spec = spec(
+            vec![sent, streamed("c.png", 3)],
+            Preamble::Load { format_bytes: 4 },
+        );
         let mut input = job_input(&spec, b"\n\0fm");
         input.extend_from_slice(b"PNG");
         let mut reader = input.as_slice();
@@ -340,41 +340,15 @@ mod tests {
 
     #[test]
     fn streamed_files_past_their_cap_are_refused() {
-        let streamed = |bytes| FileSpec {
-            path: "a.png".into(),
-            content_base64: String::new(),
-            streamed: Some(Streamed {
-                bytes,
-                sha256: String::new(),
-            }),
-        };
-        let spec = |files| JobSpec {
-            nonce: "n".into(),
-            engine: Engine::Pdflatex,
-            halt_on_error: false,
-            draft: false,
-            wordcount: false,
-            check: None,
-            thumbnail_width: None,
-            preview_page: None,
-            timeout_seconds: 1,
-            max_pdf_bytes: 1,
-            max_log_bytes: 1,
-            max_synctex_bytes: 1,
-            main: "main.tex".into(),
-            source_date_epoch: 0,
-            files,
-            preamble: Preamble::Plain,
-            previous: CompileState::default(),
-        };
         for files in [
-            vec![streamed(MAX_STREAMED_BYTES + 1)],
-            vec![streamed(u64::MAX), streamed(2)],
+            vec![streamed("a.png", MAX_STREAMED_BYTES + 1)],
+            vec![streamed("a.png", u64::MAX), streamed("b.png", 2)],
         ] {
-            let input = job_input(&spec(files), b"");
+            let input = job_input(&spec(files, Preamble::Plain), b"");
             assert!(read_job(&mut input.as_slice(), 1 << 20).is_err());
         }
-        let input = job_input(&spec(vec![streamed(MAX_STREAMED_BYTES)]), b"");
+        let at_the_cap = spec(vec![streamed("a.png", MAX_STREAMED_BYTES)], Preamble::Plain);
+        let input = job_input(&at_the_cap, b"");
         assert!(read_job(&mut input.as_slice(), 1 << 20).is_ok());
     }
 }
