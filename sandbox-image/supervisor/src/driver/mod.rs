@@ -19,6 +19,7 @@ mod fingerprints;
 mod finish;
 mod glossaries;
 mod indexes;
+mod lay_out;
 mod names;
 mod opened;
 mod passes;
@@ -35,12 +36,13 @@ mod word_count;
 use crate::confine;
 use crate::handover;
 use crate::process;
-use engine::{Engine, EnginePrograms as _};
+use engine::Engine;
 use landlock::RulesetStatus;
+use lay_out::{again_from_nothing, lay_out};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use passes::{compile, Format, Run};
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -336,61 +338,6 @@ fn dump_in_time(
             out_of_time,
         },
     }
-}
-
-/// Clears what the passes from the last compile's files made and runs `passes` again from the
-/// sources as sent: true when they end well. The passes may have rewritten sources, converted
-/// figures, caches and the format: all are made again (without the format, which may be what
-/// failed: the scheduler then drops it). What cannot be cleared fails the compile.
-fn again_from_nothing(
-    steps: &mut Steps,
-    spec: &JobSpec,
-    engine: Engine,
-    folder: &Path,
-    passes: impl FnOnce(&mut Steps) -> bool,
-) -> io::Result<bool> {
-    let work = Path::new(WORK_DIR);
-    let again = files::streamed_as_sent(work, &spec.files).and_then(|mut streamed| {
-        state::forget(steps)?;
-        lay_out(steps, spec, engine, folder, &mut streamed)
-    });
-    match again {
-        Ok(()) => Ok(passes(steps)),
-        Err(error) => {
-            steps.trace.push(format!(
-                "texfleet: the compile left what cannot be cleared ({error}); it ends here"
-            ));
-            // Where the supervisor takes the log from, without the first run's outputs
-            // (xdvipdfmx would make a PDF of its .xdv).
-            fs::create_dir_all(folder)?;
-            std::env::set_current_dir(folder)?;
-            let _ = fs::remove_file(PDF_FILE);
-            let _ = fs::remove_file(engine.pass_output());
-            Ok(false)
-        }
-    }
-}
-
-/// Makes the job's files as the client sent them in the work directory (the streamed ones
-/// read from `streamed`), with the converted figures, and enters the main document's
-/// `folder`.
-fn lay_out(
-    steps: &mut Steps,
-    spec: &JobSpec,
-    engine: Engine,
-    folder: &Path,
-    streamed: &mut impl Read,
-) -> io::Result<()> {
-    let work = Path::new(WORK_DIR);
-    files::write_sources(work, &spec.files, streamed)?;
-    // The only folder of /tmp an engine reaches: it must exist when its layer is made.
-    fs::create_dir_all(confine::TEXMF_VAR)?;
-    std::env::set_current_dir(folder)?;
-    if engine == Engine::Lualatex {
-        engine::copy_font_names();
-    }
-    eps::convert_all(steps, &spec.files, work, spec.timeout_seconds);
-    Ok(())
 }
 
 /// The trace goes at the end of the job's log, where users look.
