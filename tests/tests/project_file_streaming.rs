@@ -102,7 +102,12 @@ async fn a_format_from_a_style_named_by_hash_is_kept_until_the_style_changes_or_
 async fn a_compile_from_kept_files_that_fails_starts_again_with_its_streamed_files() {
     let app = TestApp::spawn().await;
     let hash = app.upload_file(b"From a named file.\n").await;
-    let files = [json!({ "path": "big.tex", "sha256": hash })];
+    // More than half the work directory: they cannot be there twice.
+    let mut files = vec![json!({ "path": "big.tex", "sha256": hash })];
+    for seed in [1, 2] {
+        let hash = app.upload_file(&figure(66 * 1024 * 1024, seed)).await;
+        files.push(json!({ "path": format!("figures/f{seed}.bin"), "sha256": hash }));
+    }
     let clean = app
         .compile(json!({ "input_latex": MAIN, "files": files }))
         .await;

@@ -9,7 +9,8 @@ use nix::dir::Dir;
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fchmodat, fstatat, FchmodatFlags, Mode, SFlag};
 use nix::unistd::{getuid, unlinkat, UnlinkatFlags};
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
@@ -20,13 +21,13 @@ const FOLDER_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_CLOEXEC);
 
 /// Removes every entry below `folder` that this process's user owns (in `/tmp`, the image's
-/// own entries stay). Fails at the first that cannot be removed.
-pub fn own_files_under(folder: &Path) -> io::Result<()> {
+/// own entries stay), but its entry named `kept`. Fails at the first that cannot be removed.
+pub fn own_files_under(folder: &Path, kept: Option<&OsStr>) -> io::Result<()> {
     let dir = Dir::open(folder, FOLDER_FLAGS, Mode::empty())?;
-    clear(dir, getuid().as_raw())
+    clear(dir, getuid().as_raw(), kept)
 }
 
-fn clear(mut dir: Dir, owner: u32) -> io::Result<()> {
+fn clear(mut dir: Dir, owner: u32, kept: Option<&OsStr>) -> io::Result<()> {
     let fd = dir.as_raw_fd();
     let names: Vec<CString> = dir
         .iter()
@@ -34,6 +35,7 @@ fn clear(mut dir: Dir, owner: u32) -> io::Result<()> {
         .into_iter()
         .map(|entry| entry.file_name().to_owned())
         .filter(|name| ![&b"."[..], b".."].contains(&name.as_bytes()))
+        .filter(|name| kept.is_none_or(|kept| kept.as_bytes() != name.as_bytes()))
         .collect();
     for name in names {
         let status = fstatat(Some(fd), name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
@@ -41,7 +43,7 @@ fn clear(mut dir: Dir, owner: u32) -> io::Result<()> {
             continue;
         }
         if SFlag::from_bits_truncate(status.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
-            clear(open_own_folder(fd, &name)?, owner)?;
+            clear(open_own_folder(fd, &name)?, owner, None)?;
             unlinkat(Some(fd), name.as_c_str(), UnlinkatFlags::RemoveDir)?;
         } else {
             unlinkat(Some(fd), name.as_c_str(), UnlinkatFlags::NoRemoveDir)?;
@@ -120,7 +122,7 @@ mod tests {
                     .map_err(io::Error::from)
                     .and_then(|()| Ok(mkdir(&root, Mode::S_IRWXU)?))
                     .and_then(|()| leave_hard_to_remove(&root, &outside))
-                    .and_then(|()| own_files_under(&root));
+                    .and_then(|()| own_files_under(&root, None));
                 // SAFETY: ends the child without running the test harness's exit handlers.
                 unsafe { nix::libc::_exit(i32::from(result.is_err())) }
             }

@@ -5,15 +5,25 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use super::set_aside::SetAside;
 use texfleet_sandbox::{is_plain_relative, FileSpec, Streamed};
 
+/// Where [`write_sources`] takes the streamed sources from.
+pub enum StreamedFrom<'a> {
+    /// Their bytes one after the other, as on stdin.
+    Bytes(&'a mut dyn Read),
+    /// Set aside whole ([`SetAside::take`]): each is moved back.
+    SetAside(&'a SetAside),
+}
+
 /// Writes each source below `root`, refusing to follow or replace anything, the streamed ones
-/// copied from `streamed` in their order. (The API has already refused unsafe paths; this is a
-/// second line, not the first.)
-pub fn write_sources(root: &Path, files: &[FileSpec], streamed: &mut impl Read) -> io::Result<()> {
+/// from `streamed` in their order. (The API has already refused unsafe paths; this is a second
+/// line, not the first.)
+pub fn write_sources(root: &Path, files: &[FileSpec], streamed: StreamedFrom) -> io::Result<()> {
+    let mut streamed_index = 0;
     for file in files {
         let path = Path::new(&file.path);
         if !is_plain_relative(path) {
@@ -31,10 +41,16 @@ pub fn write_sources(root: &Path, files: &[FileSpec], streamed: &mut impl Read) 
                 create_new(&path)?.write_all(&content)?;
             }
             Some(Streamed { bytes, .. }) => {
-                let copied = io::copy(&mut streamed.take(*bytes), &mut create_new(&path)?)?;
-                if copied != *bytes {
-                    return Err(io::Error::other(format!("{} ended early", file.path)));
+                match &streamed {
+                    StreamedFrom::Bytes(input) => {
+                        let copied = io::copy(&mut input.take(*bytes), &mut create_new(&path)?)?;
+                        if copied != *bytes {
+                            return Err(io::Error::other(format!("{} ended early", file.path)));
+                        }
+                    }
+                    StreamedFrom::SetAside(aside) => aside.put_back(streamed_index, &path)?,
                 }
+                streamed_index += 1;
             }
         }
     }
@@ -87,34 +103,10 @@ pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str
 }
 
 /// Whether `file`, read from where it is, holds what was streamed.
-fn holds_streamed(file: &mut File, streamed: &Streamed) -> io::Result<bool> {
+pub fn holds_streamed(file: &mut File, streamed: &Streamed) -> io::Result<bool> {
     let mut hasher = Sha256::new();
     io::copy(&mut file.take(streamed.bytes + 1), &mut hasher)?;
     Ok(format!("{:x}", hasher.finalize()) == streamed.sha256)
-}
-
-/// The streamed sources below `root`, each checked to hold what was sent and open at its
-/// start, in their order: what [`write_sources`] reads to lay them out again once the work
-/// directory is cleared, for stdin was read to its end. Fails at the first the compile
-/// rewrote. (Nothing of the compile runs meanwhile: the driver ends every stray process after
-/// each step.)
-pub fn streamed_as_sent(root: &Path, files: &[FileSpec]) -> io::Result<impl Read> {
-    let mut sequence: Box<dyn Read> = Box::new(io::empty());
-    for file in files {
-        let Some(streamed) = &file.streamed else {
-            continue;
-        };
-        let mut opened = open_regular(&root.join(&file.path))?;
-        if !holds_streamed(&mut opened, streamed)? {
-            return Err(io::Error::other(format!(
-                "the compile rewrote {}",
-                file.path
-            )));
-        }
-        opened.seek(SeekFrom::Start(0))?;
-        sequence = Box::new(sequence.chain(opened));
-    }
-    Ok(sequence)
 }
 
 /// The regular file at `path` (not a link, nor a FIFO that would block the read).
@@ -133,10 +125,10 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
-    fn streamed(path: &str, content: &[u8]) -> FileSpec {
+    pub fn streamed(path: &str, content: &[u8]) -> FileSpec {
         FileSpec {
             path: path.into(),
             content_base64: String::new(),
@@ -160,7 +152,7 @@ mod tests {
             streamed("fig/b.pdf", b"%PDF"),
         ];
         let mut input: &[u8] = b"PNG%PDFrest";
-        write_sources(root.path(), &files, &mut input).unwrap();
+        write_sources(root.path(), &files, StreamedFrom::Bytes(&mut input)).unwrap();
         assert_eq!(fs::read(root.path().join("a.png")).unwrap(), b"PNG");
         assert_eq!(fs::read(root.path().join("main.tex")).unwrap(), b"tex");
         assert_eq!(fs::read(root.path().join("fig/b.pdf")).unwrap(), b"%PDF");
@@ -173,26 +165,10 @@ mod tests {
     }
 
     #[test]
-    fn streamed_sources_are_laid_out_again_as_sent_and_never_as_rewritten() {
-        let (first, again) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let files = [streamed("a.png", b"PNG"), streamed("fig/b.pdf", b"%PDF")];
-        write_sources(first.path(), &files, &mut &b"PNG%PDF"[..]).unwrap();
-        let mut sent = streamed_as_sent(first.path(), &files).unwrap();
-        write_sources(again.path(), &files, &mut sent).unwrap();
-        assert_eq!(fs::read(again.path().join("a.png")).unwrap(), b"PNG");
-        assert_eq!(fs::read(again.path().join("fig/b.pdf")).unwrap(), b"%PDF");
-
-        fs::write(first.path().join("fig/b.pdf"), b"%PDX").unwrap();
-        let Err(error) = streamed_as_sent(first.path(), &files) else {
-            panic!("a rewritten source is laid out again");
-        };
-        assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
-    }
-
-    #[test]
     fn a_stream_that_ends_early_is_an_error() {
         let root = tempfile::tempdir().unwrap();
         let mut input: &[u8] = b"PN";
-        assert!(write_sources(root.path(), &[streamed("a.png", b"PNG")], &mut input).is_err());
+        let files = [streamed("a.png", b"PNG")];
+        assert!(write_sources(root.path(), &files, StreamedFrom::Bytes(&mut input)).is_err());
     }
 }

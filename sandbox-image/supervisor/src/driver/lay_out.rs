@@ -3,10 +3,12 @@
 
 use super::engine::{self, Engine, EnginePrograms as _};
 use super::steps::Steps;
-use super::{eps, files, state};
+use super::files::{self, StreamedFrom};
+use super::set_aside::SetAside;
+use super::{eps, state};
 use crate::confine;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 use texfleet_sandbox::{JobSpec, PDF_FILE, WORK_DIR};
 
@@ -22,9 +24,10 @@ pub fn again_from_nothing(
     passes: impl FnOnce(&mut Steps) -> bool,
 ) -> io::Result<bool> {
     let work = Path::new(WORK_DIR);
-    let again = files::streamed_as_sent(work, &spec.files).and_then(|mut streamed| {
-        state::forget(steps)?;
-        lay_out(steps, spec, engine, folder, &mut streamed)
+    let again = SetAside::take(work, &spec.files).and_then(|aside| {
+        state::forget(steps, aside.folder_name())?;
+        lay_out(steps, spec, engine, folder, StreamedFrom::SetAside(&aside))?;
+        aside.finish()
     });
     match again {
         Ok(()) => Ok(passes(steps)),
@@ -44,14 +47,13 @@ pub fn again_from_nothing(
 }
 
 /// Makes the job's files as the client sent them in the work directory (the streamed ones
-/// read from `streamed`), with the converted figures, and enters the main document's
-/// `folder`.
+/// from `streamed`), with the converted figures, and enters the main document's `folder`.
 pub fn lay_out(
     steps: &mut Steps,
     spec: &JobSpec,
     engine: Engine,
     folder: &Path,
-    streamed: &mut impl Read,
+    streamed: StreamedFrom,
 ) -> io::Result<()> {
     let work = Path::new(WORK_DIR);
     files::write_sources(work, &spec.files, streamed)?;

@@ -27,6 +27,7 @@ mod preamble;
 mod reading_tool;
 mod recorder;
 mod reruns;
+mod set_aside;
 mod state;
 mod steps;
 mod tex_live;
@@ -38,6 +39,7 @@ use crate::handover;
 use crate::process;
 use engine::Engine;
 use landlock::RulesetStatus;
+use files::StreamedFrom;
 use lay_out::{again_from_nothing, lay_out};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use passes::{compile, Format, Run};
@@ -121,7 +123,8 @@ pub fn run() -> io::Result<()> {
         .push(format!("texfleet: Landlock {:?}", landlock.ruleset));
     steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
-    lay_out(&mut steps, &spec, engine, &folder, &mut io::stdin().lock())?;
+    let stdin = &mut io::stdin().lock();
+    lay_out(&mut steps, &spec, engine, &folder, StreamedFrom::Bytes(stdin))?;
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     if let Some(page) = spec.preview_page {
         return thumbnail::preview(channel, steps, &spec, page, started + timeout);

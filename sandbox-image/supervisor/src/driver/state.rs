@@ -17,6 +17,7 @@ use super::steps::Steps;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -50,13 +51,12 @@ pub fn restore(steps: &mut Steps, previous: CompileState) -> Vec<PathBuf> {
     restored
 }
 
-/// Removes everything the compile left in the work directory and in `/tmp`, and the tools'
-/// memory of their last inputs: the job's files written again then make what a compile from
-/// nothing sees. Fails when anything is left.
-pub fn forget(steps: &mut Steps) -> io::Result<()> {
-    for folder in [WORK_DIR, "/tmp"] {
-        clear::own_files_under(Path::new(folder))?;
-    }
+/// Removes everything the compile left in the work directory (but its entry `kept`) and in
+/// `/tmp`, and the tools' memory of their last inputs: the job's files written again then make
+/// what a compile from nothing sees. Fails when anything is left.
+pub fn forget(steps: &mut Steps, kept: &OsStr) -> io::Result<()> {
+    clear::own_files_under(Path::new(WORK_DIR), Some(kept))?;
+    clear::own_files_under(Path::new("/tmp"), None)?;
     steps.forget();
     Ok(())
 }
