@@ -10,9 +10,9 @@ use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fchmodat, fstatat, FchmodatFlags, Mode, SFlag};
 use nix::unistd::{getuid, unlinkat, UnlinkatFlags};
 use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 const FOLDER_FLAGS: OFlag = OFlag::O_RDONLY

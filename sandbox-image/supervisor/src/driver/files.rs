@@ -1,6 +1,7 @@
 //! Writing the compile's files safely: the sources as sent, never through a link nor over an
 //! existing file, and reading back only regular files.
 
+use super::set_aside::SetAside;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
@@ -8,7 +9,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use super::set_aside::SetAside;
 use texfleet_sandbox::{is_plain_relative, FileSpec, Streamed};
 
 /// Where [`write_sources`] takes the streamed sources from.
@@ -22,7 +22,11 @@ pub enum StreamedFrom<'a> {
 /// Writes each source below `root`, refusing to follow or replace anything, the streamed ones
 /// from `streamed` in their order. (The API has already refused unsafe paths; this is a second
 /// line, not the first.)
-pub fn write_sources(root: &Path, files: &[FileSpec], streamed: StreamedFrom) -> io::Result<()> {
+pub fn write_sources(
+    root: &Path,
+    files: &[FileSpec],
+    mut streamed: StreamedFrom,
+) -> io::Result<()> {
     let mut streamed_index = 0;
     for file in files {
         let path = Path::new(&file.path);
@@ -41,9 +45,10 @@ pub fn write_sources(root: &Path, files: &[FileSpec], streamed: StreamedFrom) ->
                 create_new(&path)?.write_all(&content)?;
             }
             Some(Streamed { bytes, .. }) => {
-                match &streamed {
+                match &mut streamed {
                     StreamedFrom::Bytes(input) => {
-                        let copied = io::copy(&mut input.take(*bytes), &mut create_new(&path)?)?;
+                        let copied =
+                            io::copy(&mut (&mut **input).take(*bytes), &mut create_new(&path)?)?;
                         if copied != *bytes {
                             return Err(io::Error::other(format!("{} ended early", file.path)));
                         }

@@ -2,9 +2,9 @@
 //! again after the passes from the last compile's files failed, from the sources as sent.
 
 use super::engine::{self, Engine, EnginePrograms as _};
-use super::steps::Steps;
 use super::files::{self, StreamedFrom};
 use super::set_aside::SetAside;
+use super::steps::Steps;
 use super::{eps, state};
 use crate::confine;
 use std::fs;

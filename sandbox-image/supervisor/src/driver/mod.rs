@@ -38,8 +38,8 @@ use crate::confine;
 use crate::handover;
 use crate::process;
 use engine::Engine;
-use landlock::RulesetStatus;
 use files::StreamedFrom;
+use landlock::RulesetStatus;
 use lay_out::{again_from_nothing, lay_out};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use passes::{compile, Format, Run};
@@ -124,7 +124,13 @@ pub fn run() -> io::Result<()> {
     steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
     let stdin = &mut io::stdin().lock();
-    lay_out(&mut steps, &spec, engine, &folder, StreamedFrom::Bytes(stdin))?;
+    lay_out(
+        &mut steps,
+        &spec,
+        engine,
+        &folder,
+        StreamedFrom::Bytes(stdin),
+    )?;
     let timeout = std::time::Duration::from_secs(spec.timeout_seconds.into());
     if let Some(page) = spec.preview_page {
         return thumbnail::preview(channel, steps, &spec, page, started + timeout);
