@@ -24,6 +24,7 @@ mod names;
 mod opened;
 mod passes;
 mod preamble;
+mod read_back;
 mod reading_tool;
 mod recorder;
 mod reruns;

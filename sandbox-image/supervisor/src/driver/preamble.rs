@@ -20,6 +20,7 @@ use super::dump_reads::{judge, refused};
 use super::engine::{Engine, EnginePrograms as _};
 use super::eps;
 use super::files;
+use super::read_back;
 use super::finish;
 use super::opened;
 use super::recorder::RECORDER_FILE;
@@ -70,7 +71,7 @@ pub fn dump(
     };
     // The scheduler keys the format by the sources as sent: a dump must read those (a body
     // that rewrites main.tex with `\openout` would put code no source holds into the format).
-    if let Some(rewritten) = files::first_rewritten(Path::new(WORK_DIR), files) {
+    if let Some(rewritten) = read_back::first_rewritten(Path::new(WORK_DIR), files) {
         let judged = refused(&format!("the compile rewrote {rewritten}"));
         return Ok((judged, Vec::new()));
     }
@@ -151,7 +152,7 @@ fn check(
     compiled: &str,
 ) -> Result<Vec<u8>, String> {
     let mut dumped = Vec::new();
-    files::open_regular(Path::new(FORMAT_FILE))
+    read_back::open_regular(Path::new(FORMAT_FILE))
         .and_then(|file| file.take(MAX_FORMAT_BYTES + 1).read_to_end(&mut dumped))
         .map_err(|_| "the dump's format cannot be read".to_string())?;
     if dumped.len() as u64 > MAX_FORMAT_BYTES {
@@ -242,7 +243,7 @@ pub fn install(steps: &mut Steps, format: &[u8], folder: &Path) -> Option<String
 /// Whether the file at `path` holds exactly `content`. A pass may write any file in its folder,
 /// the format's name included: the next pass must load the format, not what the document wrote.
 pub fn holds(path: &Path, content: &[u8]) -> bool {
-    let Ok(mut file) = files::open_regular(path) else {
+    let Ok(mut file) = read_back::open_regular(path) else {
         return false;
     };
     let mut rest = content;

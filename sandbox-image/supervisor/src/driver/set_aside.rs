@@ -5,7 +5,7 @@
 //! Nothing of the compile runs meanwhile: the driver ends every stray process after each
 //! step.
 
-use super::files::{holds_streamed, open_regular};
+use super::read_back::{holds_streamed, open_regular};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
