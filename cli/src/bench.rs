@@ -11,10 +11,12 @@
 //! - second compiles of an edited copy ([`second`]);
 //! - throughput at saturation, hello and the article, beside the floor's and the peer's;
 //! - a large project sent by hash beside the same sent whole ([`large_project`]);
-//! - API ingest and the queue alone ([`ingest`]);
+//! - API ingest and the queue alone ([`ingest`]), each beside Postgres' own ceiling for the
+//!   same writes ([`ceiling`]);
 //! - resident memory of the api and scheduler processes, idle and under load ([`rss`]);
 //! - with `--reference-image`, the floor and engine pass beside another image's ([`reference`]).
 
+mod ceiling;
 mod cpu;
 mod floor;
 mod ingest;
@@ -61,6 +63,9 @@ pub struct BenchArgs {
     /// Concurrent workers claiming and completing for the queue figure.
     #[arg(long, default_value_t = 8)]
     queue_workers: usize,
+    /// pgbench, which measures Postgres' own ceiling for the ingest and queue figures.
+    #[arg(long, default_value = "pgbench")]
+    pgbench: PathBuf,
     /// Measure only the API ingest and the queue (no sandbox; bench.json is left as it is).
     #[arg(long)]
     ingest_only: bool,

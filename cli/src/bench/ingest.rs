@@ -169,5 +169,29 @@ async fn ingest_and_queue_in(
         claims.load(Ordering::Relaxed) as f64 / elapsed,
         jobs as f64 / elapsed
     );
+
+    let ceiling = ceiling::measure(
+        &args.pgbench,
+        owner_url,
+        (project, &bench_config.default_texlive),
+        args.ingest_concurrency,
+        args.ingest_requests,
+    )
+    .await?;
+    let ingest_share = figures.ingest["per_second"].as_f64().unwrap_or(0.0) / ceiling.ingest;
+    let queue_share = jobs as f64 / elapsed / ceiling.claim_batched;
+    figures.ingest["postgres_ceiling_per_second"] = json!(ceiling.ingest);
+    figures.ingest["share_of_ceiling"] = json!(ingest_share);
+    figures.queue["postgres_ceiling_one_per_second"] = json!(ceiling.claim_one);
+    figures.queue["postgres_ceiling_batched_per_second"] = json!(ceiling.claim_batched);
+    figures.queue["share_of_batched_ceiling"] = json!(queue_share);
+    println!(
+        "Postgres' own ceiling (pgbench, bench/pgbench): ingest {:.0} jobs/s (the API reaches {:.0}%), claimed and completed one at a time {:.0} jobs/s, in batches of 16 {:.0} jobs/s (the queue reaches {:.0}%)",
+        ceiling.ingest,
+        ingest_share * 100.0,
+        ceiling.claim_one,
+        ceiling.claim_batched,
+        queue_share * 100.0
+    );
     Ok(())
 }
