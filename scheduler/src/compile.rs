@@ -95,7 +95,7 @@ async fn compile_and_upload(
     spec.previous = std::mem::take(&mut prepared.previous);
     let nonce = spec.nonce.clone();
     let head = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
-    let streamed_bytes = streamed.iter().map(|file| file.size).sum();
+    let streamed_bytes = spec.streamed_bytes().unwrap_or(0);
     let stdin = SandboxInput::new(head, streamed);
     let deadline = deadline(config, job.timeout_seconds, streamed_bytes);
     let started = Instant::now();

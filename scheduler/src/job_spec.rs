@@ -19,6 +19,11 @@ const ARCHIVE_OVERHEAD_BYTES: usize = 1024 * 1024;
 /// the spec, those it names by hash streamed after it (`streamed`, in the order of
 /// `job.stored_files`).
 pub fn job_spec(config: &Config, job: &ClaimedJob, streamed: &[OpenedFile]) -> JobSpec {
+    assert_eq!(
+        job.stored_files.len(),
+        streamed.len(),
+        "every file named by hash is opened, none twice"
+    );
     JobSpec {
         nonce: format!("{:032x}", rand::random::<u128>()),
         engine: sandbox_engine(job.engine),

@@ -4,7 +4,8 @@
 //! returns other bytes fails the attempt, never the document). The cache is bounded by
 //! `project_files_cache_bytes`, least recently used first out, keyed by project and hash
 //! (a project never reads another's copy), and starts empty with each process. The files are
-//! streamed into the sandbox from there ([`crate::sandbox_input`]), never held in memory.
+//! streamed into the sandbox from there ([`crate::sandbox_input`]), never held in memory
+//! whole; only a main document named by hash is read into the spec (up to 16 MiB).
 
 use crate::metrics;
 use sha2::{Digest, Sha256};

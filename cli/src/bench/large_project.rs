@@ -97,9 +97,8 @@ async fn finished(client: &Client, job: Value) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends a project of 25 figures (100 MiB: more than the request cap, and than the spec could
-/// carry before files were streamed into the sandbox) and one of 3 (12 MiB, which fits) both
-/// ways, and prints the figures.
+/// Sends a project of 25 figures (100 MiB: more than the request cap) and one of 3 (12 MiB,
+/// which fits) both ways, and prints the figures.
 pub async fn large_project(
     client: &Client,
     max_body_bytes: usize,

@@ -195,8 +195,9 @@ pub async fn claim_previews(
 /// turns: light projects before heavy ones (one of whose renders in the last `$7` seconds took
 /// `$5` seconds or more), and of each kind the one that used the least render time in that
 /// window first (then the oldest request), so that a project whose renders are heavy waits
-/// behind the others, not they behind it; heavy projects take at most `$6` of them. A render's time is its last run's, kept when it is queued again. The job
-/// must still be its project's and have a PDF.
+/// behind the others, not they behind it; heavy projects take at most `$6` of them. A
+/// render's time is its last run's, kept when it is queued again. The job must still be its
+/// project's and have a PDF.
 const CLAIM_PREVIEWS: &str = "
     WITH rendering AS (
         SELECT project_id, count(*) FILTER (WHERE status = 'Running') AS previews,

@@ -35,6 +35,9 @@ pub fn first_rewritten<'a>(root: &Path, files: &'a [FileSpec]) -> Option<&'a str
 
 /// Whether `file`, read from where it is, holds what was streamed.
 pub fn holds_streamed(file: &mut File, streamed: &Streamed) -> io::Result<bool> {
+    if file.metadata()?.len() != streamed.bytes {
+        return Ok(false);
+    }
     let mut hasher = Sha256::new();
     io::copy(&mut file.take(streamed.bytes + 1), &mut hasher)?;
     Ok(format!("{:x}", hasher.finalize()) == streamed.sha256)

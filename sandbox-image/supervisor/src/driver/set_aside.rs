@@ -49,12 +49,15 @@ impl SetAside {
 
     /// The name of the folder, in the work directory, that clearing passes over.
     pub fn folder_name(&self) -> &OsStr {
-        self.folder.file_name().unwrap_or_default()
+        OsStr::new(FOLDER)
     }
 
-    /// Moves the `index`th streamed source back, to `path`.
+    /// Moves the `index`th streamed source back, to `path`, never over a file there (a link
+    /// then an unlink: a rename would replace it).
     pub fn put_back(&self, index: usize, path: &Path) -> io::Result<()> {
-        fs::rename(self.folder.join(index.to_string()), path)
+        let aside = self.folder.join(index.to_string());
+        fs::hard_link(&aside, path)?;
+        fs::remove_file(aside)
     }
 
     /// Removes the folder, empty once every source is back.
@@ -94,5 +97,16 @@ mod tests {
             panic!("a rewritten source is set aside");
         };
         assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
+    }
+
+    #[test]
+    fn a_source_is_never_put_back_over_a_file() {
+        let root = tempfile::tempdir().unwrap();
+        let files = [streamed("a.png", b"PNG")];
+        write_sources(root.path(), &files, StreamedFrom::Bytes(&mut &b"PNG"[..])).unwrap();
+        let aside = SetAside::take(root.path(), &files).unwrap();
+        fs::write(root.path().join("a.png"), b"other").unwrap();
+        assert!(aside.put_back(0, &root.path().join("a.png")).is_err());
+        assert_eq!(fs::read(root.path().join("a.png")).unwrap(), b"other");
     }
 }
