@@ -95,5 +95,4 @@ mod tests {
         };
         assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
     }
-
 }
