@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 use texfleet_e2e::{address_of, connect_from, eventually, metric, served_within, TestApp};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Each flood is meant to load the API alone: eleven at once on a two-core machine would time
+/// the machine, not the API's pacing.
+static ONE_FLOOD_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
 /// What a network may send besides requests before it is paced, and its pace a second.
@@ -143,6 +147,7 @@ const ONE_24: Bound = Bound {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     // Every connection one address may hold (`max_connections_per_address`), from a network
     // of its own.
     a_paced_flood_leaves_another_served(&["127.0.1.1".into()], 128, ONE_24, "127.0.0.2", 5).await;
@@ -150,11 +155,13 @@ async fn a_flood_of_http2_control_frames_from_one_address_leaves_another_served(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_leaves_the_neighbours_in_its_24_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     a_paced_flood_leaves_another_served(&["127.0.6.1".into()], 128, ONE_24, "127.0.6.2", 5).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_from_addresses_that_each_send_a_little_leaves_the_neighbours_in_its_24_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let app = TestApp::spawn_api_only(|_| {}).await;
     // One address spends the /24's bucket; eight more send 48 KiB a second each, over five
     // connections, to draw on its reserve while owing little.
@@ -166,6 +173,7 @@ async fn a_flood_from_addresses_that_each_send_a_little_leaves_the_neighbours_in
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_their_24_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     // One request a second per token: every request past the first is refused, 1 KiB each.
     let app = TestApp::spawn_api_only(|config| {
         config.rate_limit_per_second = 1;
@@ -197,6 +205,7 @@ async fn fresh_addresses_refused_requests_by_the_dozen_leave_the_neighbours_in_t
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     // Sixteen /24s of one /16 spend its bucket; the client asking shares the first /24.
     let addresses = one_in_each_24("127.30", 1..=16);
     // The /16's bucket and its reserve, and the /24s' reserves.
@@ -209,6 +218,7 @@ async fn a_flood_from_the_24s_of_one_16_leaves_the_neighbours_in_its_24s_served(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_from_fresh_addresses_in_the_24s_of_one_16_leaves_a_clean_24_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let app = TestApp::spawn_api_only(|_| {}).await;
     // A fresh address every 4 ms, in turn in each of 64 /24s of the asking client's /16, each
     // sending 64 KiB of control frames over a connection held for two seconds.
@@ -234,6 +244,7 @@ async fn a_flood_from_fresh_addresses_in_the_24s_of_one_16_leaves_a_clean_24_ser
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let addresses = one_in_each_24("127.5", 0..=63);
     // The /16's bucket (four times a /24's) and its reserve.
     let bound = Bound {
@@ -245,6 +256,7 @@ async fn a_flood_of_http2_control_frames_from_the_24s_of_one_16_is_paced_as_one(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_http2_control_frames_from_many_16s_is_paced_as_all_and_leaves_another_served() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let addresses: Vec<String> = (0..64)
         .map(|address| format!("127.{}.{}.1", 16 + address / 4, address % 4))
         .collect();
@@ -319,6 +331,7 @@ async fn pipelined_past_the_address_rate(from: &str, request: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requests_pipelined_past_their_address_rate_are_read_at_a_pace() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let padded = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
         "p".repeat(2000)
@@ -328,11 +341,13 @@ async fn requests_pipelined_past_their_address_rate_are_read_at_a_pace() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tiny_requests_pipelined_past_their_address_rate_are_paced_as_a_kilobyte_each() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     pipelined_past_the_address_rate("127.0.4.1", "GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_sent_a_byte_a_chunk_is_paced_as_its_chunks_cost() {
+    let _alone = ONE_FLOOD_AT_A_TIME.lock().await;
     let app = TestApp::spawn_api_only(|_| {}).await;
     let (_reading, mut writing) = connect_from("127.0.3.1", address_of(&app))
         .await
