@@ -9,9 +9,9 @@ use crate::diagnostics;
 use crate::job_spec::{deadline, job_spec};
 use crate::metrics;
 use crate::outcome::{decide, Interrupted, Observed};
-use crate::project_files::{self, Fetched};
+use crate::project_files::{self, FetchError, Fetched};
 use crate::record::record;
-use crate::sandbox_input::SandboxInput;
+use crate::sandbox_input::{OpenedFile, SandboxInput};
 use crate::sandbox_run::{self, Ran};
 use crate::stop::{JobStop, StopReason};
 use crate::upload::{upload_outputs, Outputs};
@@ -20,7 +20,10 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use texfleet_core::db::{self, Outcome};
-use texfleet_core::model::{CheckMode, ClaimedJob, JobStatus, Severity, WordCount};
+use texfleet_core::model::{
+    CheckMode, ClaimedJob, ErrorCode, JobError, JobStatus, Severity, WordCount,
+};
+use texfleet_sandbox::{CompileState, Preamble};
 use tracing::Instrument;
 
 pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
@@ -77,35 +80,52 @@ async fn compile_and_upload(
     job: &ClaimedJob,
     stop: &JobStop,
 ) -> Result<Outcome, Interrupted> {
-    let config = &context.config;
-    let fetched;
-    let (job, streamed) = match job.stored_files.is_empty() {
-        true => (job, Vec::new()),
-        false => {
-            let Fetched { job, streamed } =
-                project_files::fetch(&context.file_cache, &context.storage, job.clone()).await?;
-            fetched = job;
-            (&fetched, streamed)
+    let fetched = match fetch_files(context, job).await {
+        Err(Interrupted::Files(FetchError::OutOfTime)) => {
+            return Ok(files_out_of_time(context, job))
         }
+        fetched => fetched?,
     };
-    let mut spec = job_spec(config, job, &streamed);
+    let (fetched_job, streamed) = fetched.map_or((None, Vec::new()), |f| (Some(f.job), f.streamed));
+    let job = fetched_job.as_ref().unwrap_or(job);
     let mut prepared = compile_state::prepare(context, job).await;
     let incremental = !prepared.previous.files.is_empty();
-    spec.preamble = prepared.preamble.clone();
-    spec.previous = std::mem::take(&mut prepared.previous);
-    let nonce = spec.nonce.clone();
-    let head = texfleet_sandbox::job_input(&spec, &std::mem::take(&mut prepared.format));
-    let streamed_bytes = spec.streamed_bytes().unwrap_or(0);
-    let stdin = SandboxInput::new(head, streamed);
-    let deadline = deadline(config, job.timeout_seconds, streamed_bytes);
-    let started = Instant::now();
-    let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
-        return Err(Interrupted::Unserved);
+    let start = Start {
+        preamble: prepared.preamble.clone(),
+        format: std::mem::take(&mut prepared.format),
+        previous: std::mem::take(&mut prepared.previous),
     };
-    let work = (job.id, job.attempt);
-    let Ran { run, collected } =
-        sandbox_run::run(context, sandbox, work, stdin, nonce, deadline, stop).await?;
-    let wall_ms = started.elapsed().as_millis() as i64;
+    let run = job.attempt.to_string();
+    let mut attempt = run_in_sandbox(context, job, &run, streamed, start, stop).await?;
+    let handed_over = attempt.ran.collected.state.as_ref();
+    if prepared.from_state() && handed_over.is_some_and(|state| state.again_in_a_new_sandbox) {
+        tracing::info!("the compile from kept files could not start again from nothing in its sandbox; again in a new one");
+        let streamed = fetch_files(context, job)
+            .await?
+            .map_or_else(Vec::new, |f| f.streamed);
+        let start = Start {
+            preamble: match &prepared.preamble {
+                Preamble::Load { .. } => Preamble::Plain,
+                preamble => preamble.clone(),
+            },
+            ..Start::default()
+        };
+        let again = format!("{run}-again");
+        attempt = run_in_sandbox(context, job, &again, streamed, start, stop).await?;
+        // What is kept and shown follows from a compile again from nothing: no kept files,
+        // and a format loaded first may be what failed.
+        let state = attempt
+            .ran
+            .collected
+            .state
+            .get_or_insert_with(Default::default);
+        state.restarted = true;
+    }
+    let Attempt {
+        ran: Ran { run, collected },
+        image_id,
+        wall_ms,
+    } = attempt;
     if let Some(report) = &collected.report {
         tracing::info!(
             duration_ms = report.duration_ms,
@@ -160,13 +180,7 @@ async fn compile_and_upload(
     metrics::COMPILE_TIME
         .with_label_values(&[job.engine.as_str()])
         .observe(duration_ms as f64 / 1000.0);
-    let mut outcome = Outcome::new(
-        status,
-        error,
-        diagnostics,
-        Some(duration_ms),
-        sandbox.image_id().to_string(),
-    );
+    let mut outcome = Outcome::new(status, error, diagnostics, Some(duration_ms), image_id);
     outcome.preamble_cache =
         compile_state::answer(&prepared, collected.state.as_ref()).map(PreambleCache::as_str);
     // A compile whose start from the last compile's files failed ran again from nothing.
@@ -200,6 +214,84 @@ async fn compile_and_upload(
         ),
     );
     uploaded
+}
+
+/// The job's files named by hash, fetched into the disk cache and opened there, with the job as
+/// the sandbox gets it; None when it names none. They may take as long as a run of the job
+/// (and their bytes' time at the floor rate): a slot is held no longer for a job's files.
+async fn fetch_files(context: &Context, job: &ClaimedJob) -> Result<Option<Fetched>, Interrupted> {
+    if job.stored_files.is_empty() {
+        return Ok(None);
+    }
+    let (cache, storage) = (&context.file_cache, &context.storage);
+    let allowed = deadline(&context.config, job.timeout_seconds, 0);
+    let fetched = project_files::fetch(cache, storage, job.clone(), allowed).await?;
+    Ok(Some(fetched))
+}
+
+/// A job whose files took longer to arrive than its time allows: timed out, not tried again.
+fn files_out_of_time(context: &Context, job: &ClaimedJob) -> Outcome {
+    let error = JobError {
+        code: ErrorCode::Timeout,
+        message: FetchError::OutOfTime.to_string(),
+    };
+    let image_id = context.image_id(job).to_string();
+    Outcome::new(JobStatus::TimedOut, Some(error), Vec::new(), None, image_id)
+}
+
+/// What a sandbox starts from besides the job's files: the preamble, the format loaded, and
+/// the last compile's files.
+#[derive(Default)]
+struct Start {
+    preamble: Preamble,
+    format: Vec<u8>,
+    previous: CompileState,
+}
+
+/// One run of the job in a sandbox of the image it asks for.
+struct Attempt {
+    ran: Ran,
+    image_id: String,
+    wall_ms: i64,
+}
+
+/// Runs the job in a sandbox as its run `run` (its container's name).
+async fn run_in_sandbox(
+    context: &Context,
+    job: &ClaimedJob,
+    run: &str,
+    streamed: Vec<OpenedFile>,
+    start: Start,
+    stop: &JobStop,
+) -> Result<Attempt, Interrupted> {
+    let config = &context.config;
+    let mut spec = job_spec(config, job, &streamed);
+    spec.preamble = start.preamble;
+    spec.previous = start.previous;
+    let nonce = spec.nonce.clone();
+    let head = texfleet_sandbox::job_input(&spec, &start.format);
+    let streamed_bytes = spec.streamed_bytes().unwrap_or(0);
+    let stdin = SandboxInput::new(head, streamed);
+    let deadline = deadline(config, job.timeout_seconds, streamed_bytes);
+    let started = Instant::now();
+    let Some(sandbox) = context.sandboxes.of(&job.texlive) else {
+        return Err(Interrupted::Unserved);
+    };
+    let ran = sandbox_run::run(
+        context,
+        sandbox,
+        (job.id, run),
+        stdin,
+        nonce,
+        deadline,
+        stop,
+    )
+    .await?;
+    Ok(Attempt {
+        ran,
+        image_id: sandbox.image_id().to_string(),
+        wall_ms: started.elapsed().as_millis() as i64,
+    })
 }
 
 /// texcount's numbers as the job shows them.

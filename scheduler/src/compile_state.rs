@@ -74,6 +74,13 @@ pub struct Prepared {
     from_state: bool,
 }
 
+impl Prepared {
+    /// The compile starts from kept files or a kept format.
+    pub fn from_state(&self) -> bool {
+        self.from_state
+    }
+}
+
 /// Reads what the document's last compile left and decides what this compile gets. A missing
 /// or unreadable state is a cold start, never an error of the job. A compile from nothing
 /// (`"cache": false`) first deletes what the document's earlier compiles left, in every

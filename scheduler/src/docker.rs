@@ -119,14 +119,14 @@ impl Sandbox {
         &self.texlive
     }
 
-    /// Runs one job: in `warm` (a pool container) when given, else in a container created now;
+    /// Runs one job (`run` names which of its runs: its attempt, and more for a run again): (a pool container) when given, else in a container created now;
     /// writes `stdin`, reads stdout until the sandbox exits, `deadline` passes, `max_stdout`
     /// bytes arrive or `stop` fires, and removes the container whatever happened.
     #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
         job_id: Uuid,
-        attempt: i32,
+        run: &str,
         warm: Option<WarmContainer>,
         stdin: SandboxInput,
         deadline: Duration,
@@ -134,7 +134,7 @@ impl Sandbox {
         stop: &CancellationToken,
     ) -> Result<SandboxRun, DockerError> {
         // The container takes the job's name, so that it can be traced to the job.
-        let name = format!("texfleet-{job_id}-{attempt}");
+        let name = format!("texfleet-{job_id}-{run}");
         let (container, started) = match warm {
             Some(warm) => {
                 let options = RenameContainerOptionsBuilder::default().name(&name).build();

@@ -37,7 +37,7 @@ pub async fn run_floor(
     sandbox
         .run(
             job.id,
-            job.attempt,
+            &job.attempt.to_string(),
             container,
             stdin.into(),
             deadline,

@@ -80,7 +80,8 @@ async fn render(
     let deadline = Duration::from_secs(u64::from(
         PREVIEW_TIMEOUT_SECONDS + config.kill_grace_seconds,
     ));
-    let work = (preview.id, preview.attempt);
+    let attempt = preview.attempt.to_string();
+    let work = (preview.id, attempt.as_str());
     let Ran { run, collected } =
         sandbox_run::run(context, sandbox, work, stdin, nonce, deadline, stop).await?;
     let state = collected.state.unwrap_or_default();

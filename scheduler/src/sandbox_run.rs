@@ -18,12 +18,13 @@ pub struct Ran {
     pub collected: Collected,
 }
 
-/// Runs `sandbox` for `(id, attempt)` with `stdin`, whose report must carry `nonce`, for at
+/// Runs `sandbox` for `(id, run)` (the work's id, and which of its runs: its container's name)
+/// with `stdin`, whose report must carry `nonce`, for at
 /// most `deadline`.
 pub async fn run(
     context: &Context,
     sandbox: &Sandbox,
-    (id, attempt): (Uuid, i32),
+    (id, run): (Uuid, &str),
     stdin: SandboxInput,
     nonce: String,
     deadline: Duration,
@@ -37,7 +38,7 @@ pub async fn run(
     let warm_label = warm.as_ref().map(|warm| warm.label.clone());
     let max_stdout = max_stdout(config);
     let run = sandbox
-        .run(id, attempt, warm, stdin, deadline, max_stdout, &stop.token)
+        .run(id, run, warm, stdin, deadline, max_stdout, &stop.token)
         .await;
     if let (Some(pool), Some(label)) = (&context.warm_pool, warm_label) {
         pool.forget(&label);

@@ -128,3 +128,30 @@ async fn a_compile_from_kept_files_that_fails_starts_again_with_its_streamed_fil
     let log = app.log(job.id()).await;
     assert!(log.contains("again from nothing"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compile_from_kept_files_that_rewrote_a_streamed_file_runs_again_in_a_new_sandbox() {
+    let app = TestApp::spawn().await;
+    let data = app.upload_file(b"As sent.\n").await;
+    let files = [json!({ "path": "data.txt", "sha256": data })];
+    // The first compile leaves a mark in its .aux; the second, from that .aux, rewrites the
+    // streamed file and fails, so its compile from nothing in the same sandbox cannot start.
+    let marks = "\\documentclass{article}\\makeatletter\
+        \\AtBeginDocument{\\immediate\\write\\@auxout{\\gdef\\string\\marked{}}}\n\
+        \\begin{document}\\input{data.txt}\\end{document}\n";
+    let first = app
+        .compile(json!({ "input_latex": marks, "files": files }))
+        .await;
+    assert_eq!(first["status"], "Succeeded", "{first:#}");
+    let rewrites = "\\documentclass{article}\\AtBeginDocument{\\ifdefined\\marked\
+        \\newwrite\\w\\immediate\\openout\\w=data.txt \\immediate\\write\\w{Rewritten.}\
+        \\immediate\\closeout\\w \\undefinedcs\\fi}\n\
+        \\begin{document}\\input{data.txt} Second.\\end{document}\n";
+    let job = app
+        .compile(json!({ "input_latex": rewrites, "files": files }))
+        .await;
+    assert_eq!(job["status"], "Succeeded", "{job:#}");
+    assert_eq!(job["incremental"], false, "{job:#}");
+    let text = app.text_of(job.id()).await;
+    assert!(text.contains("As sent. Second."), "{text}");
+}

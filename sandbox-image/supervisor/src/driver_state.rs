@@ -53,6 +53,11 @@ pub struct DriverState {
     /// The compile from the last compile's auxiliary files failed and ran again from nothing.
     #[serde(default)]
     pub restarted: bool,
+    /// The compile from nothing could not run here (the passes rewrote a source streamed in,
+    /// or left what cannot be cleared): the scheduler runs the job again in a new sandbox,
+    /// without the last compile's files.
+    #[serde(default)]
+    pub again_in_a_new_sandbox: bool,
     /// texcount's count of the sources, when the spec asked for one and texcount gave it.
     #[serde(default)]
     pub word_count: Option<WordCount>,

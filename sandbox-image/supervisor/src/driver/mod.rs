@@ -82,7 +82,6 @@ pub fn run() -> io::Result<()> {
     // /proc/<pid>/mem and change the exit status. Children are dumpable again after exec.
     nix::sys::prctl::set_dumpable(false).map_err(io::Error::other)?;
     let channel = handover::take_channel()?;
-    let started = std::time::Instant::now();
     let (mut spec, format_bytes) = read_job(&mut io::stdin().lock(), crate::MAX_SPEC_BYTES)?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let action = SigAction::new(
@@ -125,7 +124,7 @@ pub fn run() -> io::Result<()> {
     steps.files_confined = landlock.ruleset == RulesetStatus::FullyEnforced;
 
     let stdin = &mut io::stdin().lock();
-    lay_out(
+    let started = lay_out(
         &mut steps,
         &spec,
         engine,
@@ -188,15 +187,18 @@ pub fn run() -> io::Result<()> {
     // The last compile's files may be what failed (a .bbl of another bibliography package, say):
     // the result must be the document's own, so it is compiled again from nothing.
     let restarted = from_state && !succeeded && !STOP.load(Ordering::SeqCst);
+    let mut again_in_a_new_sandbox = false;
     if restarted {
         steps.trace.push(
             "texfleet: the compile from the last compile's auxiliary files did not end well; again from nothing"
                 .into(),
         );
         format.path = None;
-        succeeded = again_from_nothing(&mut steps, &spec, engine, &folder, |steps| {
+        let again = again_from_nothing(&mut steps, &spec, engine, &folder, |steps| {
             passes(steps, &mut format, Vec::new(), None)
         })?;
+        again_in_a_new_sandbox = again.is_none();
+        succeeded = again.unwrap_or(false);
     }
     succeeded &= finish::finish(&mut steps, engine);
     // With the step after the passes: xdvipdfmx converts the figures a kept file can name.
@@ -252,6 +254,7 @@ pub fn run() -> io::Result<()> {
         dump: dumped.dump,
         format_refused: format.blamed,
         restarted,
+        again_in_a_new_sandbox,
         word_count,
         findings,
         thumbnail,

@@ -6,6 +6,7 @@
 //! step.
 
 use super::read_back::{holds_streamed, open_regular};
+use nix::fcntl::{renameat2, RenameFlags};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -52,9 +53,11 @@ impl SetAside {
         OsStr::new(FOLDER)
     }
 
-    /// Moves the `index`th streamed source back, to `path`.
+    /// Moves the `index`th streamed source back, to `path`, never over a file already there.
     pub fn put_back(&self, index: usize, path: &Path) -> io::Result<()> {
-        fs::rename(self.folder.join(index.to_string()), path)
+        let aside = self.folder.join(index.to_string());
+        renameat2(None, &aside, None, path, RenameFlags::RENAME_NOREPLACE)?;
+        Ok(())
     }
 
     /// Removes the folder, empty once every source is back.
@@ -94,5 +97,19 @@ mod tests {
             panic!("a rewritten source is set aside");
         };
         assert!(error.to_string().contains("rewrote fig/b.pdf"), "{error}");
+    }
+
+    #[test]
+    fn a_source_is_never_put_back_over_a_file() {
+        let root = tempfile::tempdir().unwrap();
+        let files = [streamed("a.png", b"PNG")];
+        write_sources(root.path(), &files, StreamedFrom::Bytes(&mut &b"PNG"[..])).unwrap();
+        let aside = SetAside::take(root.path(), &files).unwrap();
+        fs::write(root.path().join("a.png"), b"there").unwrap();
+        let Err(error) = aside.put_back(0, &root.path().join("a.png")) else {
+            panic!("a source is put back over a file");
+        };
+        assert_eq!(error.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(root.path().join("a.png")).unwrap(), b"there");
     }
 }
