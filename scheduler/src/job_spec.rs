@@ -2,7 +2,7 @@
 //! limits and a fresh nonce the report must carry back; how long a run may take and how much
 //! stdout it may write.
 
-use crate::project_files::OpenedFile;
+use crate::sandbox_input::OpenedFile;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use std::time::Duration;
@@ -120,12 +120,12 @@ pub fn deadline(config: &Config, timeout_seconds: u32, streamed_bytes: u64) -> D
     run + streaming_time(streamed_bytes)
 }
 
-/// The slowest rate at which streamed files are counted to reach the sandbox: far below what
-/// a scheduler's disk cache and the attach stream give (159 MiB in under a second on two
-/// cores).
+/// The slowest rate at which streamed files are counted to arrive, from the store into the disk
+/// cache and from there into the sandbox: far below what either gives (159 MiB in under a
+/// second on two cores from the disk cache).
 const STREAMED_BYTES_PER_SECOND: u64 = 16 * 1024 * 1024;
 
-fn streaming_time(streamed_bytes: u64) -> Duration {
+pub fn streaming_time(streamed_bytes: u64) -> Duration {
     Duration::from_secs(streamed_bytes.div_ceil(STREAMED_BYTES_PER_SECOND))
 }
 

@@ -7,14 +7,18 @@
 //! streamed into the sandbox from there ([`crate::sandbox_input`]), never held in memory
 //! whole; only a main document named by hash is read into the spec (up to 16 MiB).
 
+use crate::job_spec::streaming_time;
 use crate::metrics;
+use crate::sandbox_input::OpenedFile;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 use texfleet_core::model::{project_file_key, ClaimedJob, ContentHash, SourceFile};
 use texfleet_core::storage::{Storage, StorageError};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::time::{timeout_at, Instant};
 use uuid::Uuid;
 
 /// Files kept on this scheduler's disk for the next compiles.
@@ -125,13 +129,10 @@ pub enum FetchError {
     Corrupt(ContentHash),
     #[error("the disk cache failed: {0}")]
     Disk(#[from] std::io::Error),
-}
-
-/// A project file a job streams into its sandbox, opened in the disk cache: an eviction
-/// meanwhile unlinks its name, not the file.
-pub struct OpenedFile {
-    pub size: u64,
-    pub file: tokio::fs::File,
+    /// Slower than the job's timeout and the floor rate of its bytes allow
+    /// ([`crate::job_spec::deadline`]): a job's time bounds how long it holds a slot.
+    #[error("the project files took longer to arrive than the job's timeout allows")]
+    OutOfTime,
 }
 
 /// A job's files as its compile takes them: the main document read into `job.files`, the
@@ -146,16 +147,20 @@ pub struct Fetched {
 /// streamed, and its preamble is not kept as a format (the scheduler does not read it).
 const MAX_READ_MAIN_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `job`'s project files, fetched into the disk cache and opened there.
+/// `job`'s project files, fetched into the disk cache and opened there, within `allowed` and
+/// the time each file downloaded takes at the floor rate.
 pub async fn fetch(
     cache: &FileCache,
     storage: &Storage,
     mut job: ClaimedJob,
+    allowed: Duration,
 ) -> Result<Fetched, FetchError> {
+    let mut deadline = Instant::now() + allowed;
     let mut streamed = Vec::new();
     let mut stored_files = Vec::new();
     for named in std::mem::take(&mut job.stored_files) {
-        let mut opened = open(cache, storage, job.project_id, &named.sha256).await?;
+        let project = job.project_id;
+        let mut opened = open(cache, storage, project, &named.sha256, &mut deadline).await?;
         if named.path == job.main && opened.size <= MAX_READ_MAIN_BYTES {
             let mut content = Vec::with_capacity(opened.size as usize);
             opened.file.read_to_end(&mut content).await?;
@@ -178,6 +183,7 @@ async fn open(
     storage: &Storage,
     project: Uuid,
     sha256: &ContentHash,
+    deadline: &mut Instant,
 ) -> Result<OpenedFile, FetchError> {
     let path = cache.path(project, sha256);
     let hit = cache.touch(project, sha256);
@@ -195,20 +201,26 @@ async fn open(
             Err(error) => return Err(error.into()),
         }
     }
-    let opened = download(storage, project, sha256, &path).await?;
+    let opened = download(storage, project, sha256, &path, deadline).await?;
     cache.add(project, *sha256, opened.size);
     Ok(opened)
 }
 
 /// Reads the project file from S3 and writes it to `path` as it arrives (through a temporary
 /// file beside it, renamed only once its hash is checked), and returns it open at its start.
+/// `deadline` gains the file's time at the floor rate once its length is known.
 async fn download(
     storage: &Storage,
     project: Uuid,
     sha256: &ContentHash,
     path: &Path,
+    deadline: &mut Instant,
 ) -> Result<OpenedFile, FetchError> {
-    let mut object = storage.get(&project_file_key(project, sha256)).await?;
+    let got = timeout_at(*deadline, storage.get(&project_file_key(project, sha256))).await;
+    let mut object = got.map_err(|_| FetchError::OutOfTime)??;
+    let length = object.content_length.unwrap_or(0).max(0) as u64;
+    *deadline += streaming_time(length);
+    let deadline = *deadline;
     let partial = path.with_extension(format!("part-{:016x}", rand::random::<u64>()));
     let written = async {
         let mut file = tokio::fs::OpenOptions::new()
@@ -219,15 +231,13 @@ async fn download(
             .await?;
         let mut hasher = Sha256::new();
         let mut size = 0;
-        while let Some(chunk) =
-            object
-                .body
-                .try_next()
-                .await
-                .map_err(|error| StorageError::Failed {
-                    context: error.to_string(),
-                    source: Box::new(error),
-                })?
+        while let Some(chunk) = timeout_at(deadline, object.body.try_next())
+            .await
+            .map_err(|_| FetchError::OutOfTime)?
+            .map_err(|error| StorageError::Failed {
+                context: error.to_string(),
+                source: Box::new(error),
+            })?
         {
             hasher.update(&chunk);
             size += chunk.len() as u64;

@@ -3,12 +3,18 @@
 //! cache as the sandbox takes them. A job of a hundred megabytes of figures is never held in
 //! memory, nor base64'd.
 
-use crate::project_files::OpenedFile;
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The reads from the disk cache: large enough that a file costs few system calls.
 const STREAM_BUFFER_BYTES: usize = 256 * 1024;
+
+/// A project file a job streams into its sandbox, opened in the disk cache: an eviction
+/// meanwhile unlinks its name, not the file.
+pub struct OpenedFile {
+    pub size: u64,
+    pub file: tokio::fs::File,
+}
 
 /// A sandbox's whole stdin.
 pub struct SandboxInput {

@@ -5,9 +5,10 @@ use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
-    eventually, large_tex, sha256_hex as sha256, texfleet_command, texfleet_in, TestApp,
-    INPUT_BIG as MAIN,
+    address_of, connect_from, eventually, large_tex, sha256_hex as sha256, texfleet_command,
+    texfleet_in, TestApp, INPUT_BIG as MAIN,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn files_nothing_keeps_are_collected_and_named_ones_stay() {
@@ -141,18 +142,7 @@ async fn deleting_a_project_deletes_its_jobs_outputs_state_and_files() {
     let pdf = job["pdf_storage_key"].as_str().unwrap().to_string();
     assert!(app.storage.get_bytes(&pdf).await.is_ok());
 
-    let output = texfleet_command(&app)
-        .env("TEXFLEET_DATABASE_URL", &app.config.database_url)
-        .args([
-            "project",
-            "delete",
-            "--project",
-            &app.project_id.to_string(),
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    delete_project(&app);
     assert!(app.storage.list(&project_keys).await.unwrap().is_empty());
     assert!(
         app.storage.get_bytes(&pdf).await.is_err(),
@@ -176,4 +166,55 @@ async fn deleting_a_project_deletes_its_jobs_outputs_state_and_files() {
         other_job["status"], "Succeeded",
         "another project is untouched"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_under_way_when_its_project_is_deleted_leaves_nothing_stored() {
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    let body = large_tex(64 * 1024, "Uploaded while deleted.");
+    let head = format!(
+        "PUT /projects/{}/files/{} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Length: {}\r\n\r\n",
+        app.project_id,
+        sha256(&body),
+        app.token,
+        body.len()
+    );
+    let mut upload = connect_from("127.0.0.1", address_of(&app)).await;
+    upload.write_all(head.as_bytes()).await.unwrap();
+    upload.write_all(&body[..body.len() / 2]).await.unwrap();
+    let reserved = format!("project_id = '{}'", app.project_id);
+    eventually(
+        Duration::from_secs(10),
+        "the upload is reserved",
+        || async { app.count_rows("project_files", &reserved).await == 1 },
+    )
+    .await;
+    delete_project(&app);
+    upload.write_all(&body[body.len() / 2..]).await.unwrap();
+    let mut answer = vec![0; 1024];
+    let read = upload.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    let project_keys = format!("projects/{}/", app.project_id);
+    assert_eq!(
+        app.storage.list(&project_keys).await.unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+/// `texfleet project delete` of the app's project, which must succeed.
+fn delete_project(app: &TestApp) {
+    let output = texfleet_command(app)
+        .env("TEXFLEET_DATABASE_URL", &app.config.database_url)
+        .args([
+            "project",
+            "delete",
+            "--project",
+            &app.project_id.to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }

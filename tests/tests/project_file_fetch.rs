@@ -5,7 +5,9 @@
 use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{eventually_some, free_port, scheduler_metric, TestApp, INPUT_BIG as MAIN};
+use texfleet_e2e::{
+    eventually_some, free_port, scheduler_metric, slow_proxy, TestApp, INPUT_BIG as MAIN,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_file_a_job_fetched_is_read_from_the_scheduler_s_disk_by_the_next() {
@@ -54,5 +56,30 @@ async fn a_stored_file_whose_bytes_are_not_its_hash_fails_the_job_not_compiles_i
     assert!(
         job["links"]["pdf"].is_null(),
         "nothing compiled from the forged bytes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn files_slower_to_arrive_than_the_job_s_time_allows_time_it_out() {
+    // Every request to the store is held four seconds: a file's download outlasts a job of
+    // one second and a second of grace.
+    let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
+    let upstream = garage.trim_start_matches("http://").to_string();
+    let proxy = slow_proxy(upstream, Duration::from_secs(4)).await;
+    let app = TestApp::spawn_with(|config| {
+        config.s3_endpoint = format!("http://{proxy}");
+        config.kill_grace_seconds = 1;
+    })
+    .await;
+    let hash = app.upload_file(b"Slow to arrive.\n").await;
+    let files = [json!({ "path": "big.tex", "sha256": hash })];
+    let job = app
+        .compile(json!({ "input_latex": MAIN, "timeout_seconds": 1, "files": files }))
+        .await;
+    assert_eq!(job["status"], "TimedOut", "{job:#}");
+    assert_eq!(
+        job["error"]["message"],
+        "the project files took longer to arrive than the job's timeout allows",
+        "{job:#}"
     );
 }

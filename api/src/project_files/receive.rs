@@ -178,7 +178,8 @@ async fn abort(parts: PartUpload) {
 }
 
 /// Records the upload stored (true when its reservation was still there) or gives its
-/// reservation back.
+/// reservation back. What an upload stored past its reservation is deleted unless another
+/// upload of the hash holds it: nothing stays in the store that no row records.
 async fn record(
     state: &AppState,
     project: Uuid,
@@ -194,6 +195,12 @@ async fn record(
             false
         }
     };
+    if stored && !recorded && db::no_upload_holds(&transaction, sha256).await? {
+        let key = project_file_key(project, sha256);
+        if let Err(error) = state.storage.delete(&key).await {
+            tracing::warn!(%error, key, "could not delete an upload no row records");
+        }
+    }
     transaction.commit().await.map_err(db::DbError::from)?;
     Ok(recorded)
 }

@@ -111,6 +111,30 @@ pub async fn finish_upload(client: &impl GenericClient, sha256: &ContentHash) ->
     Ok(updated == 1)
 }
 
+/// After an upload of `sha256` stored it and found its reservation gone (its project deleted
+/// meanwhile, say): whether no upload holds the hash now, so that the object is no one's. The
+/// project's quota row stays locked until the transaction ends: no upload reserves the hash
+/// before the object is deleted.
+pub async fn no_upload_holds(
+    transaction: &impl GenericClient,
+    sha256: &ContentHash,
+) -> DbResult<bool> {
+    transaction
+        .execute(
+            "SELECT 1 FROM project_file_quotas WHERE project_id = current_project() FOR UPDATE",
+            &[],
+        )
+        .await?;
+    let held = transaction
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM project_files
+                            WHERE project_id = current_project() AND sha256 = $1)",
+            &[&sha256.0.as_slice()],
+        )
+        .await?;
+    Ok(!held.get::<_, bool>(0))
+}
+
 /// Gives back the reservation of an upload that failed (a wrong hash, a client gone).
 pub async fn abandon_upload(client: &impl GenericClient, sha256: &ContentHash) -> DbResult<()> {
     client
