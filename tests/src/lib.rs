@@ -19,7 +19,8 @@
 //! - [`project`]: projects on disk, as requests send them; [`project_files`]: files uploaded
 //!   by hash;
 //! - [`rows`]: the test database's rows, past row-level security;
-//! - [`slow_proxy`]: stretching uploads, to act while one is under way;
+//! - [`slow_proxy`]: the object store behind a proxy that stretches each request, to act
+//!   while one is under way;
 //! - [`wait`]: polling for a condition with a limit;
 //! - [`webhook_receiver`]: an endpoint that verifies and records deliveries.
 

@@ -8,7 +8,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// Starts the proxy to `upstream` (`host:port`) on a free loopback port, for the life of the
 /// test process, and returns its address.
-pub async fn slow_proxy(upstream: String, delay: Duration) -> String {
+async fn slow_proxy(upstream: String, delay: Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move {
@@ -39,4 +39,12 @@ pub async fn slow_proxy(upstream: String, delay: Duration) -> String {
         }
     });
     address
+}
+
+/// The dev stack's object store behind a [`slow_proxy`] holding each chunk `delay`: an
+/// `s3_endpoint` for a test's app.
+pub async fn slow_store(delay: Duration) -> String {
+    let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
+    let upstream = garage.trim_start_matches("http://").to_string();
+    format!("http://{}", slow_proxy(upstream, delay).await)
 }

@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use texfleet_e2e::ApiObject as _;
-use texfleet_e2e::{containers_of_job, eventually, slow_proxy, TestApp, ENDLESS, HELLO};
+use texfleet_e2e::{containers_of_job, eventually, slow_store, TestApp, ENDLESS, HELLO};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_queued_job_is_cancelled_at_once_and_only_once() {
@@ -79,11 +79,9 @@ async fn a_running_jobs_container_is_killed_within_two_seconds_of_cancellation()
 async fn a_cancel_during_the_upload_leaves_nothing_stored_and_one_after_it_changes_nothing() {
     // Uploads through a proxy that holds each chunk three seconds: the cancellation lands
     // mid-upload, however loaded the machine.
-    let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
-    let upstream = garage.trim_start_matches("http://").to_string();
-    let proxy = slow_proxy(upstream, Duration::from_secs(3)).await;
+    let store = slow_store(Duration::from_secs(3)).await;
     let app = TestApp::spawn_with(|config| {
-        config.s3_endpoint = format!("http://{proxy}");
+        config.s3_endpoint = store;
         config.scheduler_slots = 1;
     })
     .await;

@@ -6,7 +6,7 @@ use serde_json::json;
 use std::time::Duration;
 use texfleet_e2e::ApiObject as _;
 use texfleet_e2e::{
-    eventually_some, free_port, scheduler_metric, slow_proxy, TestApp, INPUT_BIG as MAIN,
+    eventually_some, free_port, scheduler_metric, slow_store, TestApp, INPUT_BIG as MAIN,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -63,11 +63,9 @@ async fn a_stored_file_whose_bytes_are_not_its_hash_fails_the_job_not_compiles_i
 async fn files_slower_to_arrive_than_the_job_s_time_allows_time_it_out() {
     // Every request to the store is held four seconds: a file's download outlasts a job of
     // one second and a second of grace.
-    let garage = texfleet_core::Config::load(None).unwrap().s3_endpoint;
-    let upstream = garage.trim_start_matches("http://").to_string();
-    let proxy = slow_proxy(upstream, Duration::from_secs(4)).await;
+    let store = slow_store(Duration::from_secs(4)).await;
     let app = TestApp::spawn_with(|config| {
-        config.s3_endpoint = format!("http://{proxy}");
+        config.s3_endpoint = store;
         config.kill_grace_seconds = 1;
     })
     .await;
