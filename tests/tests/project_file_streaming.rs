@@ -134,8 +134,9 @@ async fn a_compile_from_kept_files_that_rewrote_a_streamed_file_runs_again_in_a_
     let app = TestApp::spawn().await;
     let data = app.upload_file(b"As sent.\n").await;
     let files = [json!({ "path": "data.txt", "sha256": data })];
-    // The first compile leaves a mark in its .aux; the second, from that .aux, rewrites the
-    // streamed file and fails, so its compile from nothing in the same sandbox cannot start.
+    // The first compile leaves a mark in its .aux; the second, from that .aux, keeps the mark,
+    // rewrites the streamed file and fails in every pass, so its compile from nothing in the
+    // same sandbox cannot start.
     let marks = "\\documentclass{article}\\makeatletter\
         \\AtBeginDocument{\\immediate\\write\\@auxout{\\gdef\\string\\marked{}}}\n\
         \\begin{document}\\input{data.txt}\\end{document}\n";
@@ -143,7 +144,8 @@ async fn a_compile_from_kept_files_that_rewrote_a_streamed_file_runs_again_in_a_
         .compile(json!({ "input_latex": marks, "files": files }))
         .await;
     assert_eq!(first["status"], "Succeeded", "{first:#}");
-    let rewrites = "\\documentclass{article}\\AtBeginDocument{\\ifdefined\\marked\
+    let rewrites = "\\documentclass{article}\\makeatletter\\AtBeginDocument{\\ifdefined\\marked\
+        \\immediate\\write\\@auxout{\\gdef\\string\\marked{}}\
         \\newwrite\\w\\immediate\\openout\\w=data.txt \\immediate\\write\\w{Rewritten.}\
         \\immediate\\closeout\\w \\undefinedcs\\fi}\n\
         \\begin{document}\\input{data.txt} Second.\\end{document}\n";
