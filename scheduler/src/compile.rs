@@ -98,7 +98,8 @@ async fn compile_and_upload(
     let run = job.attempt.to_string();
     let mut attempt = run_in_sandbox(context, job, &run, streamed, start, stop).await?;
     let handed_over = attempt.ran.collected.state.as_ref();
-    if prepared.from_state() && handed_over.is_some_and(|state| state.again_in_a_new_sandbox) {
+    if prepared.starts_from_state() && handed_over.is_some_and(|state| state.again_in_a_new_sandbox)
+    {
         tracing::info!("the compile from kept files could not start again from nothing in its sandbox; again in a new one");
         let streamed = fetch_files(context, job)
             .await?

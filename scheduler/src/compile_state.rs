@@ -76,7 +76,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// The compile starts from kept files or a kept format.
-    pub fn from_state(&self) -> bool {
+    pub fn starts_from_state(&self) -> bool {
         self.from_state
     }
 }
