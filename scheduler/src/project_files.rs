@@ -114,6 +114,30 @@ impl FileCache {
     }
 }
 
+impl FileCache {
+    /// Every file here, by project and hash.
+    pub fn files(&self) -> Vec<(Uuid, ContentHash)> {
+        let index = self.index.lock().expect("not poisoned");
+        index.files.keys().copied().collect()
+    }
+
+    /// Deletes `files` from here (a job that opened one keeps reading it).
+    pub fn forget(&self, files: &[(Uuid, ContentHash)]) {
+        {
+            let mut index = self.index.lock().expect("not poisoned");
+            for key in files {
+                if let Some((size, _)) = index.files.remove(key) {
+                    index.bytes -= size;
+                }
+            }
+            metrics::PROJECT_FILE_CACHE_BYTES.set(index.bytes as i64);
+        }
+        for (project, sha256) in files {
+            let _ = std::fs::remove_file(self.path(*project, sha256));
+        }
+    }
+}
+
 impl Drop for FileCache {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.folder);

@@ -68,6 +68,7 @@ pub async fn run(context: Arc<Context>, running: Arc<RunningJobs>) {
                     delete_expired_jobs(&context).await;
                 }
                 collect_unused_files(&context).await;
+                forget_cached_files_gone(&context).await;
             }
         }
     }
@@ -291,4 +292,22 @@ mod tests {
             "a stale self-check"
         );
     }
+}
+
+/// Deletes from this scheduler's disk the project files no longer stored: collected, or of a
+/// project deleted, whichever scheduler did it.
+async fn forget_cached_files_gone(context: &Context) {
+    let cached = context.file_cache.files();
+    if cached.is_empty() {
+        return;
+    }
+    let stored = match db::still_stored(&context.db, &cached).await {
+        Ok(stored) => stored,
+        Err(error) => return tracing::warn!(%error, "could not check the cached project files"),
+    };
+    let gone: Vec<_> = cached
+        .into_iter()
+        .filter(|file| !stored.contains(file))
+        .collect();
+    context.file_cache.forget(&gone);
 }

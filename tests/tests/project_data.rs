@@ -119,7 +119,11 @@ async fn the_cli_uploads_what_the_project_lacks_and_an_edit_sends_only_that_file
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_project_deletes_its_jobs_outputs_state_and_files() {
-    let app = TestApp::spawn_with(|config| config.incremental_compiles = true).await;
+    let app = TestApp::spawn_with(|config| {
+        config.incremental_compiles = true;
+        config.retention_interval_seconds = 1;
+    })
+    .await;
     let named = app.upload_file(b"Kept by the project.\n").await;
     let job = app
         .compile(json!({ "input_latex": MAIN, "files": [{ "path": "big.tex", "sha256": named }] }))
@@ -141,6 +145,11 @@ async fn deleting_a_project_deletes_its_jobs_outputs_state_and_files() {
     assert!(kept.len() >= 2, "a project file and kept state: {kept:?}");
     let pdf = job["pdf_storage_key"].as_str().unwrap().to_string();
     assert!(app.storage.get_bytes(&pdf).await.is_ok());
+    assert_eq!(
+        cached_files_of(&app).len(),
+        1,
+        "the scheduler keeps it on its disk"
+    );
 
     delete_project(&app);
     assert!(app.storage.list(&project_keys).await.unwrap().is_empty());
@@ -161,6 +170,12 @@ async fn deleting_a_project_deletes_its_jobs_outputs_state_and_files() {
         assert_eq!(rows, 0, "{table}");
     }
     assert_eq!(app.get("/info").await.status(), 401, "its token is gone");
+    eventually(
+        Duration::from_secs(30),
+        "the scheduler's copy is gone",
+        || async { cached_files_of(&app).is_empty() },
+    )
+    .await;
     let other_job = app.wait_terminal_as(&other_token, other_job.id()).await;
     assert_eq!(
         other_job["status"], "Succeeded",
@@ -217,4 +232,27 @@ fn delete_project(app: &TestApp) {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
+/// The app's project's files on the disk of a scheduler of this machine (each keeps them in
+/// a folder of the temporary one, named by project and hash).
+fn cached_files_of(app: &TestApp) -> Vec<std::path::PathBuf> {
+    let project = format!("{}-", app.project_id);
+    let folders = std::fs::read_dir(std::env::temp_dir()).unwrap().flatten();
+    folders
+        .filter(|folder| {
+            folder
+                .file_name()
+                .to_string_lossy()
+                .starts_with("texfleet-project-files-")
+        })
+        .flat_map(|folder| {
+            std::fs::read_dir(folder.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|file| file.file_name().to_string_lossy().starts_with(&project))
+        .map(|file| file.path())
+        .collect()
 }

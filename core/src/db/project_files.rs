@@ -7,7 +7,7 @@
 use super::{DbResult, Pool};
 use crate::model::ContentHash;
 use deadpool_postgres::GenericClient;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 /// How long an upload holds its reservation before another upload of the same content may
@@ -259,6 +259,35 @@ pub async fn forget_files(pool: &Pool, files: &[(Uuid, ContentHash)]) -> DbResul
             &[&projects, &hashes],
         )
         .await?)
+}
+
+/// Those of `files` (project, hash) that are still stored: the rest were collected or their
+/// project deleted, and no copy of them may stay on a scheduler's disk.
+pub async fn still_stored(
+    pool: &Pool,
+    files: &[(Uuid, ContentHash)],
+) -> DbResult<HashSet<(Uuid, ContentHash)>> {
+    let projects: Vec<Uuid> = files.iter().map(|(project, _)| *project).collect();
+    let hashes: Vec<&[u8]> = files.iter().map(|(_, hash)| hash.0.as_slice()).collect();
+    let rows = pool
+        .get()
+        .await?
+        .query(
+            "SELECT file.project_id, file.sha256
+             FROM project_files AS file
+             JOIN unnest($1::uuid[], $2::bytea[]) AS cached (project_id, sha256)
+               ON file.project_id = cached.project_id AND file.sha256 = cached.sha256
+             WHERE file.status = 'Stored'",
+            &[&projects, &hashes],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            let hash: &[u8] = row.get(1);
+            Some((row.get(0), ContentHash(hash.try_into().ok()?)))
+        })
+        .collect())
 }
 
 fn hash_and_size(row: &tokio_postgres::Row) -> Option<(ContentHash, i64)> {
