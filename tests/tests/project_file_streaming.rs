@@ -13,15 +13,11 @@ fn figure(bytes: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Uppercase hex, as `\pdfmdfivesum` prints it.
 fn md5_hex(bytes: &[u8]) -> String {
-    let mut md5sum = std::process::Command::new("md5sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut md5sum.stdin.take().unwrap(), bytes).unwrap();
-    let output = md5sum.wait_with_output().unwrap();
-    String::from_utf8(output.stdout).unwrap()[..32].to_uppercase()
+    use md5::Digest as _;
+    let digest = md5::Md5::digest(bytes);
+    digest.iter().map(|byte| format!("{byte:02X}")).collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
