@@ -187,7 +187,7 @@ pub fn read_job(input: &mut impl BufRead, max_spec_bytes: u64) -> io::Result<(Jo
 }
 
 /// The most bytes of [`Streamed`] files one job may have: more than the work directory holds.
-pub const MAX_STREAMED_BYTES: u64 = 1024 * 1024 * 1024;
+const MAX_STREAMED_BYTES: u64 = 1024 * 1024 * 1024;
 
 impl JobSpec {
     /// How many bytes of [`Streamed`] files follow the head of the job's stdin (None when the

@@ -83,7 +83,7 @@ pub fn dump(
         .and_then(|file| BASE64.decode(&file.content_base64).ok())
     else {
         return Ok((
-            refused("the main file is not among the sources"),
+            refused("the main file is not among the sources sent in the spec"),
             Vec::new(),
         ));
     };
