@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use texfleet_core::digest::sha256_hex;
-use texfleet_core::model::ClaimedJob;
+use texfleet_core::model::{ClaimedJob, ContentHash};
 use texfleet_sandbox::preamble_end;
 
 /// Everything a format's content depends on beyond TeX's trees (which the image fixes).
@@ -35,19 +35,17 @@ impl FormatKey {
     pub fn of(job: &ClaimedJob, image_id: &str, reads: &[String]) -> Option<FormatKey> {
         let main = &job.files.iter().find(|file| file.path == job.main)?.content;
         let preamble = &main[..preamble_end(main)];
-        let sent = job
-            .files
-            .iter()
-            .map(|file| (&file.path, sha256_hex(&file.content)));
-        let named = (job.stored_files.iter()).map(|file| (&file.path, file.sha256.hex()));
-        let sources: HashMap<&String, String> = sent.chain(named).collect();
+        // Only the sources the dump read are hashed (a job's files may be many megabytes).
+        let sent = (job.files.iter()).map(|file| (&file.path, Source::Sent(&file.content)));
+        let named = (job.stored_files.iter()).map(|file| (&file.path, Source::Named(&file.sha256)));
+        let sources: HashMap<&String, Source> = sent.chain(named).collect();
         let mut paths: Vec<&str> = sources.keys().map(|path| path.as_str()).collect();
         paths.sort_unstable();
         // The dump read the main file only up to `\begin{document}`: the preamble's hash.
         let reads = reads
             .iter()
             .filter(|path| **path != job.main)
-            .map(|path| Some((path.clone(), sources.get(path)?.clone())))
+            .map(|path| Some((path.clone(), sources.get(path)?.sha256_hex())))
             .collect::<Option<Vec<_>>>()?;
         Some(FormatKey {
             image_id: image_id.to_string(),
@@ -60,10 +58,25 @@ impl FormatKey {
     }
 }
 
+/// A source of the job: its bytes sent, or its hash named.
+enum Source<'a> {
+    Sent(&'a [u8]),
+    Named(&'a ContentHash),
+}
+
+impl Source<'_> {
+    fn sha256_hex(&self) -> String {
+        match self {
+            Source::Sent(content) => sha256_hex(content),
+            Source::Named(sha256) => sha256.hex(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use texfleet_core::model::{ContentHash, Engine, SourceFile, StoredFile};
+    use texfleet_core::model::{Engine, SourceFile, StoredFile};
     use uuid::Uuid;
 
     fn job(main: &str, style: &str) -> ClaimedJob {
