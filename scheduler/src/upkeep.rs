@@ -223,6 +223,24 @@ async fn collect_unused_files(context: &Context) {
     }
 }
 
+/// Deletes from this scheduler's disk the project files no longer stored: collected, or of a
+/// project deleted, whichever scheduler did it.
+async fn forget_cached_files_gone(context: &Context) {
+    let cached = context.file_cache.files();
+    if cached.is_empty() {
+        return;
+    }
+    let stored = match db::still_stored(&context.db, &cached).await {
+        Ok(stored) => stored,
+        Err(error) => return tracing::warn!(%error, "could not check the cached project files"),
+    };
+    let gone: Vec<_> = cached
+        .into_iter()
+        .filter(|file| !stored.contains(file))
+        .collect();
+    context.file_cache.forget(&gone);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,22 +310,4 @@ mod tests {
             "a stale self-check"
         );
     }
-}
-
-/// Deletes from this scheduler's disk the project files no longer stored: collected, or of a
-/// project deleted, whichever scheduler did it.
-async fn forget_cached_files_gone(context: &Context) {
-    let cached = context.file_cache.files();
-    if cached.is_empty() {
-        return;
-    }
-    let stored = match db::still_stored(&context.db, &cached).await {
-        Ok(stored) => stored,
-        Err(error) => return tracing::warn!(%error, "could not check the cached project files"),
-    };
-    let gone: Vec<_> = cached
-        .into_iter()
-        .filter(|file| !stored.contains(file))
-        .collect();
-    context.file_cache.forget(&gone);
 }
