@@ -36,6 +36,11 @@ pub async fn process(context: &Context, job: ClaimedJob, stop: &JobStop) {
             result = compile_and_upload(context, &job, stop) => result,
             never = keep_lease(context, stop, renew) => match never {},
         };
+        // Files too slow to arrive end the job: another attempt would hold a slot as long.
+        let result = match result {
+            Err(Interrupted::Files(FetchError::OutOfTime)) => Ok(files_out_of_time(context, &job)),
+            result => result,
+        };
         record(
             context,
             &job,
@@ -80,12 +85,7 @@ async fn compile_and_upload(
     job: &ClaimedJob,
     stop: &JobStop,
 ) -> Result<Outcome, Interrupted> {
-    let fetched = match fetch_files(context, job).await {
-        Err(Interrupted::Files(FetchError::OutOfTime)) => {
-            return Ok(files_out_of_time(context, job))
-        }
-        fetched => fetched?,
-    };
+    let fetched = fetch_files(context, job).await?;
     let (fetched_job, streamed) = fetched.map_or((None, Vec::new()), |f| (Some(f.job), f.streamed));
     let job = fetched_job.as_ref().unwrap_or(job);
     let mut prepared = compile_state::prepare(context, job).await;
@@ -98,9 +98,12 @@ async fn compile_and_upload(
     let run = job.attempt.to_string();
     let mut attempt = run_in_sandbox(context, job, &run, streamed, start, stop).await?;
     let handed_over = attempt.ran.collected.state.as_ref();
+    // The time of a first run that could not start again counts in the job's.
+    let mut earlier_ms = 0;
     if prepared.starts_from_state() && handed_over.is_some_and(|state| state.again_in_a_new_sandbox)
     {
         tracing::info!("the compile from kept files could not start again from nothing in its sandbox; again in a new one");
+        earlier_ms = attempt.duration_ms();
         let streamed = fetch_files(context, job)
             .await?
             .map_or_else(Vec::new, |f| f.streamed);
@@ -122,10 +125,11 @@ async fn compile_and_upload(
             .get_or_insert_with(Default::default);
         state.restarted = true;
     }
+    let duration_ms = earlier_ms + attempt.duration_ms();
     let Attempt {
         ran: Ran { run, collected },
         image_id,
-        wall_ms,
+        ..
     } = attempt;
     if let Some(report) = &collected.report {
         tracing::info!(
@@ -174,10 +178,7 @@ async fn compile_and_upload(
             && findings.is_none_or(|findings| !findings.is_empty()),
     };
     let (status, error) = decide(&observed, job.timeout_seconds, first_error.as_deref());
-    let duration_ms = collected
-        .report
-        .as_ref()
-        .map_or(wall_ms, |r| r.duration_ms as i64);
+
     metrics::COMPILE_TIME
         .with_label_values(&[job.engine.as_str()])
         .observe(duration_ms as f64 / 1000.0);
@@ -254,6 +255,14 @@ struct Attempt {
     ran: Ran,
     image_id: String,
     wall_ms: i64,
+}
+
+impl Attempt {
+    /// How long the compile took, by its report, else by our clock.
+    fn duration_ms(&self) -> i64 {
+        let report = self.ran.collected.report.as_ref();
+        report.map_or(self.wall_ms, |r| r.duration_ms as i64)
+    }
 }
 
 /// Runs the job in a sandbox as its run `run` (its container's name).
