@@ -204,7 +204,9 @@ async fn a_compile_that_cannot_be_cleared_runs_again_in_a_new_sandbox() {
     assert_eq!(second["incremental"], false, "{second:#}");
     let log = app.log(second.id()).await;
     assert!(!log.contains("restored"), "{log}");
-    assert!(succeeded_text(&app, &second).await.contains("Original part."));
+    assert!(succeeded_text(&app, &second)
+        .await
+        .contains("Original part."));
 }
 
 #[tokio::test(flavor = "multi_thread")]
