@@ -104,26 +104,8 @@ async fn compile_and_upload(
     {
         tracing::info!("the compile from kept files could not start again from nothing in its sandbox; again in a new one");
         earlier_ms = attempt.duration_ms();
-        let streamed = fetch_files(context, job)
-            .await?
-            .map_or_else(Vec::new, |f| f.streamed);
-        let start = Start {
-            preamble: match &prepared.preamble {
-                Preamble::Load { .. } => Preamble::Plain,
-                preamble => preamble.clone(),
-            },
-            ..Start::default()
-        };
         let again = format!("{run}-again");
-        attempt = run_in_sandbox(context, job, &again, streamed, start, stop).await?;
-        // What is kept and shown follows from a compile again from nothing: no kept files,
-        // and a format loaded first may be what failed.
-        let state = attempt
-            .ran
-            .collected
-            .state
-            .get_or_insert_with(Default::default);
-        state.restarted = true;
+        attempt = again_without_state(context, job, &again, &prepared.preamble, stop).await?;
     }
     let duration_ms = earlier_ms + attempt.duration_ms();
     let Attempt {
@@ -178,7 +160,6 @@ async fn compile_and_upload(
             && findings.is_none_or(|findings| !findings.is_empty()),
     };
     let (status, error) = decide(&observed, job.timeout_seconds, first_error.as_deref());
-
     metrics::COMPILE_TIME
         .with_label_values(&[job.engine.as_str()])
         .observe(duration_ms as f64 / 1000.0);
@@ -239,6 +220,32 @@ fn files_out_of_time(context: &Context, job: &ClaimedJob) -> Outcome {
     };
     let image_id = context.image_id(job).to_string();
     Outcome::new(JobStatus::TimedOut, Some(error), Vec::new(), None, image_id)
+}
+
+/// Runs the job again, as `run`, without the kept files and without a loaded format (which
+/// may be what failed), and marks it a compile again from nothing: that is what is kept and
+/// shown of it.
+async fn again_without_state(
+    context: &Context,
+    job: &ClaimedJob,
+    run: &str,
+    preamble: &Preamble,
+    stop: &JobStop,
+) -> Result<Attempt, Interrupted> {
+    let streamed = fetch_files(context, job)
+        .await?
+        .map_or_else(Vec::new, |f| f.streamed);
+    let start = Start {
+        preamble: match preamble {
+            Preamble::Load { .. } => Preamble::Plain,
+            preamble => preamble.clone(),
+        },
+        ..Start::default()
+    };
+    let mut attempt = run_in_sandbox(context, job, run, streamed, start, stop).await?;
+    let state = (attempt.ran.collected.state).get_or_insert_with(Default::default);
+    state.restarted = true;
+    Ok(attempt)
 }
 
 /// What a sandbox starts from besides the job's files: the preamble, the format loaded, and

@@ -108,8 +108,13 @@ impl FileCache {
             metrics::PROJECT_FILE_CACHE_BYTES.set(index.bytes as i64);
             evicted
         };
-        for (project, sha256) in evicted {
-            let _ = std::fs::remove_file(self.path(project, &sha256));
+        self.delete(&evicted);
+    }
+
+    /// Deletes the copies of `files`, out of the index already.
+    fn delete(&self, files: &[(Uuid, ContentHash)]) {
+        for (project, sha256) in files {
+            let _ = std::fs::remove_file(self.path(*project, sha256));
         }
     }
 }
@@ -132,9 +137,7 @@ impl FileCache {
             }
             metrics::PROJECT_FILE_CACHE_BYTES.set(index.bytes as i64);
         }
-        for (project, sha256) in files {
-            let _ = std::fs::remove_file(self.path(*project, sha256));
-        }
+        self.delete(files);
     }
 }
 
