@@ -9,7 +9,8 @@
 //! - end to end: POST to Succeeded (PDF stored) through the API, per document, p50 and p95,
 //!   compiled from nothing (`"cache": false`), and an unchanged resubmission (result cache);
 //! - second compiles of an edited copy ([`second`]);
-//! - throughput at saturation, hello and the article, beside the floor's and the peer's;
+//! - throughput at saturation, hello and the article, beside the floor's and the peer's
+//!   ([`saturation`]), with `--perf` the CPU of each process per job ([`profile`]);
 //! - a large project sent by hash beside the same sent whole ([`large_project`]);
 //! - API ingest and the queue alone ([`ingest`]), each beside Postgres' own ceiling for the
 //!   same writes ([`ceiling`]);
@@ -22,16 +23,18 @@ mod floor;
 mod ingest;
 mod large_project;
 mod phases;
+mod profile;
 mod reference;
 mod report;
 mod rss;
+mod saturation;
 mod second;
 mod sync;
 
-use crate::client::{job_id, Client, ServerArgs};
-use anyhow::{ensure, Context as _};
+use crate::client::{Client, ServerArgs};
+use anyhow::ensure;
 use floor::{durations, floor_job, Run};
-use phases::{parse_time, Phases};
+use phases::Phases;
 use report::{Figures, Latency};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -77,6 +80,13 @@ pub struct BenchArgs {
     /// (bench.json is left as it is).
     #[arg(long)]
     large_project_only: bool,
+    /// Measure only the throughput at saturation (bench.json is left as it is).
+    #[arg(long)]
+    throughput_only: bool,
+    /// Record the service's and the peer's throughput runs with `perf record` into this
+    /// folder, and print each process's CPU per job.
+    #[arg(long, value_name = "DIR")]
+    perf: Option<PathBuf>,
     /// Where bench.json and bench.svg are written.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
@@ -146,10 +156,19 @@ pub async fn run(config: Config, args: BenchArgs) -> anyhow::Result<()> {
             config.default_texlive
         )
     })?;
-    let result = measure(&config, &args, sandbox, slots, &mut figures).await;
+    let result = match args.throughput_only {
+        true => {
+            let client = Client::new(&args.server);
+            saturation::throughputs(&config, &args, sandbox, slots, &client, &mut figures).await
+        }
+        false => measure(&config, &args, sandbox, slots, &mut figures).await,
+    };
     sandboxes.settle().await;
     result?;
-    figures.write(&args.out)
+    match args.throughput_only {
+        true => Ok(()),
+        false => figures.write(&args.out),
+    }
 }
 
 async fn measure(
@@ -181,33 +200,7 @@ async fn measure(
 
     let load = CancellationToken::new();
     let peak = tokio::spawn(rss::peak_while(load.clone()));
-    for (document, jobs) in [
-        (&HELLO, args.throughput_jobs),
-        (&ARTICLE, (args.throughput_jobs / 5).max(2)),
-    ] {
-        let cpu_before = cpu::busy();
-        let service_rate = service_throughput(&client, document, jobs).await?;
-        let service_cpu = cpu::ms_per_job(cpu_before, jobs);
-        let floor = floor::throughput(config, sandbox, document, slots, jobs.min(40), true).await?;
-        let peer = floor::throughput(config, sandbox, document, slots, jobs.min(40), false).await?;
-        let (floor_rate, peer_rate) = (floor.per_second, peer.per_second);
-        println!(
-            "\nthroughput at saturation ({jobs} {} jobs): {service_rate:.2} jobs/s | floor {floor_rate:.2} jobs/s on {slots} containers ({:.0}%) | peer {peer_rate:.2} jobs/s ({:.2}x)",
-            document.name,
-            100.0 * service_rate / floor_rate,
-            service_rate / peer_rate
-        );
-        println!(
-            "  busy CPU per job, whole machine: service {service_cpu:.0} ms | floor {:.0} ms (compile and removal) | peer {:.0} ms | starting a container beforehand (create, attach, start) {:.0} ms",
-            floor.cpu_ms_per_job, peer.cpu_ms_per_job, floor.start_cpu_ms
-        );
-        figures.throughput.push(json!({
-            "document": document.name, "jobs": jobs, "service_per_second": service_rate,
-            "floor_per_second": floor_rate, "peer_per_second": peer_rate,
-            "service_cpu_ms_per_job": service_cpu, "floor_cpu_ms_per_job": floor.cpu_ms_per_job,
-            "peer_cpu_ms_per_job": peer.cpu_ms_per_job, "container_start_cpu_ms": floor.start_cpu_ms,
-        }));
-    }
+    saturation::throughputs(config, args, sandbox, slots, &client, figures).await?;
     load.cancel();
     let peak = peak.await?;
     println!(
@@ -339,39 +332,6 @@ async fn submit_succeeded(
         job["status"]
     );
     Ok(job)
-}
-
-/// Jobs per second from the first submission to the last job's end, by the server's clock.
-async fn service_throughput(
-    client: &Client,
-    document: &Document,
-    jobs: usize,
-) -> anyhow::Result<f64> {
-    let mut ids = Vec::new();
-    for _ in 0..jobs {
-        ids.push(job_id(
-            &client
-                .submit(&request(client, document, None, false), None)
-                .await?,
-        )?);
-    }
-    let mut first_created = None;
-    let mut last_finished = None;
-    for id in &ids {
-        let job = client.wait_terminal(id).await?;
-        ensure!(
-            job["status"] == "Succeeded",
-            "a throughput job ended {}",
-            job["status"]
-        );
-        let created = parse_time(&job["created_at"])?;
-        let finished = parse_time(&job["finished_at"])?;
-        first_created = Some(first_created.map_or(created, |t: OffsetDateTime| t.min(created)));
-        last_finished = Some(last_finished.map_or(finished, |t: OffsetDateTime| t.max(finished)));
-    }
-    let span =
-        (last_finished.context("no jobs")? - first_created.context("no jobs")?).as_seconds_f64();
-    Ok(ids.len() as f64 / span)
 }
 
 fn percentile(samples: &[Duration], quantile: f64) -> Duration {

@@ -14,10 +14,9 @@ use crate::format_key::FormatKey;
 use crate::metrics;
 use crate::Context;
 use serde::{Deserialize, Serialize};
-use strum::VariantArray;
 use texfleet_core::db;
 use texfleet_core::digest::sha256_hex;
-use texfleet_core::model::{document_state_prefix, ClaimedJob, Engine};
+use texfleet_core::model::{document_prefix, document_state_prefix, ClaimedJob, Engine};
 use texfleet_core::storage::StorageError;
 use texfleet_sandbox::{why_not_keyable, CompileState, DriverState, Dump, Preamble};
 
@@ -145,18 +144,33 @@ pub async fn forget_after_failure(context: &Context, job: &ClaimedJob, prepared:
     }
 }
 
-/// Deletes what every engine's compiles of the job's document left, then records it; a
-/// deletion that fails is not recorded, so no result of the document is reused meanwhile.
+/// Deletes what every engine's compiles of the job's document left (one listing of the
+/// document's folder, then what it holds: a document compiled once has nothing there), then
+/// records it; a listing or deletion that fails is not recorded, so no result of the
+/// document is reused meanwhile.
 async fn clear_document(context: &Context, job: &ClaimedJob) {
-    let deletions = Engine::VARIANTS.iter().map(|engine| {
-        let prefix = document_state_prefix(job.project_id, *engine, &job.main);
-        async move { delete_state(context, &prefix).await }
-    });
-    let deleted = futures::future::join_all(deletions).await;
-    if deleted.iter().all(|deleted| *deleted) {
-        if let Err(error) = db::record_state_cleared(&context.db, job.id, &context.owner).await {
-            tracing::warn!(%error, "could not record that the document's state was cleared");
+    let storage = &context.storage;
+    let cleared = match storage
+        .list(&document_prefix(job.project_id, &job.main))
+        .await
+    {
+        Ok(keys) => {
+            let deletions = keys.iter().map(|key| storage.delete(key));
+            futures::future::join_all(deletions)
+                .await
+                .into_iter()
+                .collect()
         }
+        Err(error) => Err(error),
+    };
+    match cleared {
+        Ok(()) => {
+            if let Err(error) = db::record_state_cleared(&context.db, job.id, &context.owner).await
+            {
+                tracing::warn!(%error, "could not record that the document's state was cleared");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "could not delete the document's compile state"),
     }
 }
 

@@ -110,6 +110,8 @@ pub struct Context {
     pub owner: String,
     /// Postgres, as the scheduler's role.
     pub db: Pool,
+    /// Records the outcomes of this scheduler's jobs, committed in groups.
+    pub finisher: db::Finisher,
     pub storage: Storage,
     /// The image of each TeX Live year this scheduler serves.
     pub sandboxes: Sandboxes,
@@ -159,6 +161,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let context = Arc::new(Context {
         warm_pool: warm_pool.clone(),
         sandboxes: Sandboxes::connect(&config, &owner, &deployment).await?,
+        finisher: db::Finisher::start(database.clone(), owner.clone()),
         db: database,
         storage: Storage::new(&config),
         owner: owner.clone(),

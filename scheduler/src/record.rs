@@ -94,9 +94,8 @@ async fn finish_or_fall_back(
     job: &ClaimedJob,
     outcome: Outcome,
 ) -> Result<Option<(f64, Outcome)>, DbError> {
-    let owner = context.owner.as_str();
-    let error = match with_db_retries(|| db::finish_job(&context.db, job.id, owner, &outcome)).await
-    {
+    let finisher = &context.finisher;
+    let error = match with_db_retries(|| finisher.finish(job.id, &outcome)).await {
         Err(error @ (DbError::Query(_) | DbError::Corrupt(_))) => error,
         finished => return finished.map(|held| held.map(|time| (time, outcome))),
     };
@@ -117,7 +116,7 @@ async fn finish_or_fall_back(
         outcome.duration_ms,
         outcome.image_id,
     );
-    let finished = with_db_retries(|| db::finish_job(&context.db, job.id, owner, &fallback)).await;
+    let finished = with_db_retries(|| finisher.finish(job.id, &fallback)).await;
     finished.map(|held| held.map(|time| (time, fallback)))
 }
 

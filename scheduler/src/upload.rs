@@ -1,6 +1,6 @@
 //! Uploading a job's outputs to the object store. Each object carries its origin (the
 //! scheduler and the attempt that wrote it), so that what is stored can be traced to one
-//! compile; each PUT is fenced by the lease and retried with back-off while the job is still
+//! compile; the PUTs are fenced by the lease and each is retried with back-off while the job is still
 //! ours, and every retry is counted.
 
 use crate::metrics;
@@ -30,7 +30,7 @@ pub struct Outputs {
 }
 
 /// Uploads the log, and the PDF, SyncTeX file and thumbnail of a Succeeded job, and records
-/// their keys in `outcome`.
+/// their keys in `outcome`. One lease renewal fences them all; the PUTs run at once.
 pub async fn upload_outputs(
     context: &Context,
     job: &ClaimedJob,
@@ -45,19 +45,19 @@ pub async fn upload_outputs(
         synctex,
         thumbnail,
     } = outputs;
+    let mut puts = Vec::new();
     if let Some(log) = log {
         let key = log_storage_key(job.id);
         outcome.log_sha256 = Some(sha256_hex(&log));
-        put(context, job, &key, log, "text/plain; charset=utf-8", stop).await?;
-        outcome.log_storage_key = Some(key);
+        outcome.log_storage_key = Some(key.clone());
+        puts.push((key, log, "text/plain; charset=utf-8"));
     }
     if outcome.status == JobStatus::Succeeded {
         let key = pdf_storage_key(job.id);
         let pdf = pdf.unwrap_or_default();
         outcome.pdf_sha256 = Some(sha256_hex(&pdf));
-        put(context, job, &key, pdf, "application/pdf", stop).await?;
-        tracing::info!(key, "pdf uploaded");
-        outcome.pdf_storage_key = Some(key);
+        outcome.pdf_storage_key = Some(key.clone());
+        puts.push((key, pdf, "application/pdf"));
         let limit = context
             .config
             .max_synctex_bytes
@@ -66,8 +66,8 @@ pub async fn upload_outputs(
             Some(synctex) if synctex::is_synctex(&synctex, limit) => {
                 let key = synctex_storage_key(job.id);
                 outcome.synctex_sha256 = Some(sha256_hex(&synctex));
-                put(context, job, &key, synctex, "application/gzip", stop).await?;
-                outcome.synctex_storage_key = Some(key);
+                outcome.synctex_storage_key = Some(key.clone());
+                puts.push((key, synctex, "application/gzip"));
             }
             Some(_) => {
                 tracing::warn!("the sandbox's output.synctex.gz is not a SyncTeX file; not stored")
@@ -79,8 +79,8 @@ pub async fn upload_outputs(
             Some((png, width)) if is_thumbnail(&png, width) => {
                 let key = thumbnail_storage_key(job.id);
                 outcome.thumbnail_sha256 = Some(sha256_hex(&png));
-                put(context, job, &key, png, "image/png", stop).await?;
-                outcome.thumbnail_storage_key = Some(key);
+                outcome.thumbnail_storage_key = Some(key.clone());
+                puts.push((key, png, "image/png"));
             }
             Some(_) => {
                 tracing::warn!("the sandbox's thumbnail is not the PNG asked for; not stored")
@@ -88,34 +88,46 @@ pub async fn upload_outputs(
             None => {}
         }
     }
+    fence(context, job, stop).await?;
+    let origin = format!("{} attempt {}", context.owner, job.attempt);
+    let puts = puts
+        .into_iter()
+        .map(|(key, bytes, content_type)| put(context, key, bytes, content_type, &origin, stop));
+    futures::future::try_join_all(puts).await?;
+    if let Some(key) = &outcome.pdf_storage_key {
+        tracing::info!(key, "pdf uploaded");
+    }
     metrics::UPLOAD_TIME.observe(uploading.elapsed().as_secs_f64());
     Ok(outcome)
 }
 
-/// One PUT, retried for about half a minute of back-off unless the job is taken from us.
-/// Fenced: the lease is renewed first, so that a scheduler that lost the job (paused past its
-/// lease, say) does not overwrite the outputs of the one that has it. A Postgres error does
-/// not stop it: the lease outlives short outages.
-async fn put(
-    context: &Context,
-    job: &ClaimedJob,
-    key: &str,
-    bytes: Vec<u8>,
-    content_type: &str,
-    stop: &JobStop,
-) -> Result<(), Interrupted> {
+/// Renews the lease before anything is stored, so that a scheduler that lost the job (paused
+/// past its lease, say) does not overwrite the outputs of the one that has it. A Postgres
+/// error does not stop the upload: the lease outlives short outages.
+async fn fence(context: &Context, job: &ClaimedJob, stop: &JobStop) -> Result<(), Interrupted> {
     let lease = context.config.lease_seconds;
     if let Ok(false) = db::renew_lease(&context.db, job.id, &context.owner, lease).await {
         stop.stop(StopReason::LeaseLost);
     }
-    if stop.token.is_cancelled() {
-        return Err(Interrupted::Stopped);
+    match stop.token.is_cancelled() {
+        true => Err(Interrupted::Stopped),
+        false => Ok(()),
     }
-    let origin = format!("{} attempt {}", context.owner, job.attempt);
+}
+
+/// One PUT, retried for about half a minute of back-off unless the job is taken from us.
+async fn put(
+    context: &Context,
+    key: String,
+    bytes: Vec<u8>,
+    content_type: &str,
+    origin: &str,
+    stop: &JobStop,
+) -> Result<(), Interrupted> {
     let put = || {
         context
             .storage
-            .put(key, bytes.clone(), content_type, &origin)
+            .put(&key, bytes.clone(), content_type, origin)
     };
     put.retry(
         ExponentialBuilder::default()

@@ -1,5 +1,6 @@
 //! The queue's contract on the real stack: waiting for a job, back-pressure, fairness between
-//! projects, claims up to each project's cap, and an API shutting down.
+//! projects, claims up to each project's cap, outcomes committed in groups, and an API shutting
+//! down.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -256,4 +257,77 @@ async fn concurrent_claims_fill_every_project_to_its_cap_and_no_further() {
             CAP as i64
         );
     }
+}
+
+/// On one thread every outcome below is handed to the finisher before its committer runs, so
+/// each burst is one group.
+#[tokio::test]
+async fn outcomes_that_arrive_together_commit_together_and_a_refused_one_fails_alone() {
+    use texfleet_core::db::{claim_jobs, finish_jobs, DbError, Finisher, Outcome};
+    use texfleet_core::model::{ErrorCode, JobError, JobStatus};
+    let app = TestApp::spawn_api_only(|_| {}).await;
+    for _ in 0..5 {
+        app.submit(json!({ "input_latex": HELLO })).await;
+    }
+    let scheduler =
+        texfleet_core::db::pool(&app.config, &app.config.scheduler_database_url).unwrap();
+    let years = app.config.texlive_years();
+    let jobs = claim_jobs(&scheduler, "finisher", 60, 5, 5, &years)
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 5);
+    let finisher = Finisher::start(scheduler.clone(), "finisher".to_string());
+    let good = Outcome::new(
+        JobStatus::Succeeded,
+        None,
+        Vec::new(),
+        Some(5),
+        String::new(),
+    );
+    // Postgres refuses a NUL byte in text.
+    let refused = Outcome::new(
+        JobStatus::Failed,
+        Some(JobError {
+            code: ErrorCode::SandboxError,
+            message: "a \0 in the message".to_string(),
+        }),
+        Vec::new(),
+        Some(5),
+        String::new(),
+    );
+
+    let burst = jobs[..3].iter().map(|job| finisher.finish(job.id, &good));
+    for finished in futures::future::join_all(burst).await {
+        assert!(finished.unwrap().is_some(), "a held lease was not finished");
+    }
+    assert_eq!(
+        app.count_jobs(
+            "status = 'Succeeded' AND finished_at = (SELECT max(finished_at) FROM jobs)"
+        )
+        .await,
+        3,
+        "the burst was not one transaction"
+    );
+
+    let (finished, failed) = futures::join!(
+        finisher.finish(jobs[3].id, &good),
+        finisher.finish(jobs[4].id, &refused)
+    );
+    assert!(
+        finished.unwrap().is_some(),
+        "its group's refused outcome failed it"
+    );
+    assert!(matches!(failed, Err(DbError::Query(_))), "{failed:?}");
+    assert_eq!(app.count_jobs("status = 'Succeeded'").await, 4);
+    assert_eq!(
+        app.count_jobs(&format!("id = '{}' AND status = 'Running'", jobs[4].id))
+            .await,
+        1
+    );
+    // Fenced: another owner's outcome changes nothing.
+    let other = finish_jobs(&scheduler, "someone else", &[(jobs[4].id, &good)])
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+    assert_eq!(app.count_jobs("status = 'Running'").await, 1);
 }

@@ -2,6 +2,7 @@
 //! `bench/pgbench` (the same writes, without the service around them) on the same database
 //! and cores, so that each figure reads as a share of what Postgres itself can do here.
 
+use super::profile;
 use anyhow::{bail, Context as _};
 use std::io::Write as _;
 use std::path::Path;
@@ -16,6 +17,9 @@ const BATCH: usize = 16;
 
 /// Jobs per second Postgres takes, in each shape.
 pub(super) struct Ceiling {
+    /// With `--perf`: each process's CPU per job of the ingest and batched-claim runs.
+    pub(super) ingest_processes: Option<Vec<(String, f64)>>,
+    pub(super) claim_batched_processes: Option<Vec<(String, f64)>>,
     /// A job and its file written in one durable transaction each.
     pub(super) ingest: f64,
     /// Claimed and completed one at a time.
@@ -26,9 +30,10 @@ pub(super) struct Ceiling {
 
 /// Runs each script with `clients` connections on the database at `owner_url` (migrated, with
 /// `project` in it) for about `jobs` jobs of TeX Live `texlive`: ingest, both claims after an
-/// ingest each.
+/// ingest each; recorded by `perf` into `perf` when given.
 pub(super) async fn measure(
     pgbench: &Path,
+    perf: Option<&Path>,
     owner_url: &str,
     (project, texlive): (Uuid, &str),
     clients: usize,
@@ -42,14 +47,21 @@ pub(super) async fn measure(
         })
     };
     let per_client = (jobs / clients).max(BATCH);
+    let recording = profile::start_if(perf, "ingest-pgbench").await?;
     let ingest = run(INGEST, per_client).await??;
+    let ingest_processes = profile::per_job_if(recording, per_client * clients).await?;
     let claim_one = run(CLAIM_ONE, per_client).await??;
     run(INGEST, per_client).await??;
+    let recording = profile::start_if(perf, "queue-pgbench").await?;
     let claim_batched = run(CLAIM_BATCH, per_client / BATCH).await??;
+    let claim_batched_processes =
+        profile::per_job_if(recording, per_client / BATCH * BATCH * clients).await?;
     Ok(Ceiling {
         ingest,
         claim_one,
         claim_batched: claim_batched * BATCH as f64,
+        ingest_processes,
+        claim_batched_processes,
     })
 }
 

@@ -63,6 +63,8 @@ async fn ingest_and_queue_in(
     let body = json!({ "project_id": project, "input_latex": HELLO.main, "cache": false });
     let sent = Arc::new(AtomicUsize::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(args.ingest_requests)));
+    let perf = args.perf.as_deref();
+    let recording = profile::start_if(perf, "ingest").await?;
     let cpu_before = cpu::busy();
     let started = Instant::now();
     let workers = (0..args.ingest_concurrency).map(|_| {
@@ -92,11 +94,13 @@ async fn ingest_and_queue_in(
     let elapsed = started.elapsed().as_secs_f64();
     let latencies = latencies.lock().expect("latencies").clone();
     let cpu_ms = cpu::ms_per_job(cpu_before, latencies.len());
+    let ingest_processes = profile::per_job_if(recording, latencies.len()).await?;
     figures.ingest = json!({
         "requests": latencies.len(), "concurrency": args.ingest_concurrency,
         "per_second": latencies.len() as f64 / elapsed,
         "p50_ms": ms(percentile(&latencies, 0.5)), "p99_ms": ms(percentile(&latencies, 0.99)),
         "cpu_ms_per_request": cpu_ms,
+        "cpu_ms_per_request_by_process": profile::json(&ingest_processes),
     });
     println!(
         "\nAPI ingest ({} POST /compile, {} concurrent, no scheduler): {:.0} requests/s, p50 {:.1} ms, p99 {:.1} ms; busy CPU per request {:.2} ms (client, API and Postgres)",
@@ -107,6 +111,7 @@ async fn ingest_and_queue_in(
         ms(percentile(&latencies, 0.99)),
         cpu_ms
     );
+    profile::print("ingest (API and client in this process)", &ingest_processes);
     let _ = stop.send(());
     let _ = server.await;
 
@@ -120,6 +125,7 @@ async fn ingest_and_queue_in(
         String::new(),
     );
     let (claims, completions) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let recording = profile::start_if(perf, "queue").await?;
     let cpu_before = cpu::busy();
     let started = Instant::now();
     let years = bench_config.texlive_years();
@@ -133,19 +139,17 @@ async fn ingest_and_queue_in(
         );
         tokio::spawn(async move {
             let owner = format!("bench-{worker}");
+            let finisher = db::Finisher::start(pool.clone(), owner.clone());
             loop {
                 let jobs = db::claim_jobs(&pool, &owner, 60, 16, usize::MAX / 2, &years).await?;
                 if jobs.is_empty() {
                     return anyhow::Ok(());
                 }
                 claims.fetch_add(jobs.len(), Ordering::Relaxed);
-                for job in jobs {
-                    ensure!(
-                        db::finish_job(&pool, job.id, &owner, &outcome)
-                            .await?
-                            .is_some(),
-                        "lost a lease"
-                    );
+                // Each claimed job ends in a slot of its own, as a scheduler's do.
+                let finished = jobs.iter().map(|job| finisher.finish(job.id, &outcome));
+                for finished in futures::future::join_all(finished).await {
+                    ensure!(finished?.is_some(), "lost a lease");
                     completions.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -157,11 +161,13 @@ async fn ingest_and_queue_in(
     let elapsed = started.elapsed().as_secs_f64();
     let jobs = completions.load(Ordering::Relaxed);
     let cpu_ms = cpu::ms_per_job(cpu_before, jobs);
+    let queue_processes = profile::per_job_if(recording, jobs).await?;
     figures.queue = json!({
         "jobs": jobs, "workers": args.queue_workers,
         "claims_per_second": claims.load(Ordering::Relaxed) as f64 / elapsed,
         "completions_per_second": jobs as f64 / elapsed,
         "cpu_ms_per_job": cpu_ms,
+        "cpu_ms_per_job_by_process": profile::json(&queue_processes),
     });
     println!(
         "queue alone ({jobs} jobs, {} workers, no-op sandbox): {:.0} claims/s, {:.0} completions/s; busy CPU per job {cpu_ms:.2} ms (claim and completion, workers and Postgres)",
@@ -169,9 +175,11 @@ async fn ingest_and_queue_in(
         claims.load(Ordering::Relaxed) as f64 / elapsed,
         jobs as f64 / elapsed
     );
+    profile::print("the queue (workers in this process)", &queue_processes);
 
     let ceiling = ceiling::measure(
         &args.pgbench,
+        perf,
         owner_url,
         (project, &bench_config.default_texlive),
         args.ingest_concurrency,
@@ -193,5 +201,7 @@ async fn ingest_and_queue_in(
         ceiling.claim_batched,
         queue_share * 100.0
     );
+    profile::print("pgbench's ingest", &ceiling.ingest_processes);
+    profile::print("pgbench's batched claims", &ceiling.claim_batched_processes);
     Ok(())
 }

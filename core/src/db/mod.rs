@@ -5,8 +5,8 @@
 //! - [`submit`] and [`jobs`]: the API's writes and reads of jobs (submission with idempotency
 //!   and the result cache; reading, cancelling, listing), always inside a transaction bound to
 //!   one project, so that row-level security shows it that project's rows only;
-//! - [`claim`] and [`queue`]: the scheduler's protocol: claim, lease, rescue, finish, retry,
-//!   retention;
+//! - [`claim`], [`queue`] and [`finish`]: the scheduler's protocol: claim, lease, rescue,
+//!   finish (committed in groups), retry, retention;
 //! - [`previews`]: page previews' own small queue (the API's request, the scheduler's claim);
 //! - [`project_files`]: files a project uploaded once and names by hash (the API's uploads
 //!   under the quota, the collector's sweep);
@@ -19,6 +19,7 @@
 //! parser of text columns into the model's enums.
 
 mod claim;
+mod finish;
 mod fleet;
 mod images;
 mod jobs;
@@ -35,6 +36,7 @@ mod tokens;
 mod webhooks;
 
 pub use claim::*;
+pub use finish::*;
 pub use fleet::*;
 pub use images::*;
 pub use jobs::*;

@@ -5,14 +5,14 @@
 //! - **lease** ([`renew_lease`]): the owner renews it while the compile runs;
 //! - **fencing**: every later write names the lease owner and `status = 'Running'`, so a
 //!   scheduler that lost its job (cancelled, or its lease rescued) cannot overwrite anything;
-//! - **finish** ([`finish_job`]), **retry** ([`retry_or_fail_job`]), **hand back**
-//!   ([`hand_back_job`]) end a lease; **rescue** ([`rescue_expired_leases`]) ends the leases
+//! - **finish** ([`finish_jobs`], in `finish.rs`, committed in groups), **retry**
+//!   ([`retry_or_fail_job`]), **hand back** ([`hand_back_job`]) end a lease; **rescue** ([`rescue_expired_leases`]) ends the leases
 //!   of schedulers that died;
 //! - **cancellation** ([`is_cancelled`]): whether a stopped compile's outputs are to go;
 //! - **retention** ([`expired_jobs`], [`delete_finished_jobs`]).
 
-use super::{parsed, DbError, DbResult, Pool};
-use crate::model::{Diagnostic, JobError, JobStatus, WordCount};
+use super::{parsed, DbResult, Pool};
+use crate::model::{JobError, JobStatus};
 use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
@@ -172,126 +172,6 @@ pub async fn delete_finished_jobs(pool: &Pool, ids: &[Uuid]) -> DbResult<u64> {
             &[&ids],
         )
         .await?)
-}
-
-/// The final outcome of a compile, as the scheduler records it.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub status: JobStatus,
-    pub error: Option<JobError>,
-    pub diagnostics: Vec<Diagnostic>,
-    pub pdf_storage_key: Option<String>,
-    pub log_storage_key: Option<String>,
-    pub synctex_storage_key: Option<String>,
-    pub thumbnail_storage_key: Option<String>,
-    pub duration_ms: Option<i64>,
-    /// Hex SHA-256 of the stored PDF, log, SyncTeX file and thumbnail.
-    pub pdf_sha256: Option<String>,
-    pub log_sha256: Option<String>,
-    pub synctex_sha256: Option<String>,
-    pub thumbnail_sha256: Option<String>,
-    /// The sandbox image that compiled it (the result cache reuses only the same image's).
-    pub image_id: String,
-    /// The preamble format cache's answer (`hit`, `miss`, `unavailable`), if it was asked.
-    pub preamble_cache: Option<&'static str>,
-    /// Whether the compile started from the last compile's auxiliary files.
-    pub incremental: bool,
-    /// texcount's count, when the job asked for one and got it.
-    pub word_count: Option<WordCount>,
-    /// chktex checked the sources, as the job asked.
-    pub checked: bool,
-}
-
-impl Outcome {
-    /// An outcome with nothing stored yet (the upload fills in the keys and hashes).
-    pub fn new(
-        status: JobStatus,
-        error: Option<JobError>,
-        diagnostics: Vec<Diagnostic>,
-        duration_ms: Option<i64>,
-        image_id: String,
-    ) -> Outcome {
-        Outcome {
-            status,
-            error,
-            diagnostics,
-            pdf_storage_key: None,
-            log_storage_key: None,
-            synctex_storage_key: None,
-            thumbnail_storage_key: None,
-            duration_ms,
-            pdf_sha256: None,
-            log_sha256: None,
-            synctex_sha256: None,
-            thumbnail_sha256: None,
-            image_id,
-            preamble_cache: None,
-            incremental: false,
-            word_count: None,
-            checked: false,
-        }
-    }
-}
-
-/// Records a final outcome and returns the job's end-to-end time (submission to now), or
-/// None when `owner` no longer holds the job's lease.
-pub async fn finish_job(
-    pool: &Pool,
-    id: Uuid,
-    owner: &str,
-    outcome: &Outcome,
-) -> DbResult<Option<f64>> {
-    let client = pool.get().await?;
-    let diagnostics = serde_json::to_value(&outcome.diagnostics)
-        .map_err(|e| DbError::Corrupt(format!("diagnostics: {e}")))?;
-    let error_code = outcome.error.as_ref().map(|e| e.code.as_str());
-    let error_message = outcome.error.as_ref().map(|e| e.message.as_str());
-    let word_count = outcome
-        .word_count
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| DbError::Corrupt(format!("word_count: {e}")))?;
-    let finish = client
-        .prepare_cached(
-            "UPDATE jobs SET status = $3, finished_at = now(), lease_owner = NULL,
-                             lease_expires_at = NULL, error_code = $4, error_message = $5,
-                             diagnostics = $6, pdf_storage_key = $7, log_storage_key = $8,
-                             duration_ms = $9, pdf_sha256 = $10, log_sha256 = $11,
-                             image_id = $12, synctex_storage_key = $13, synctex_sha256 = $14,
-                             preamble_cache = $15, incremental = $16, word_count = $17,
-                             checked = $18, thumbnail_storage_key = $19, thumbnail_sha256 = $20
-             WHERE id = $1 AND lease_owner = $2 AND status = 'Running'
-             RETURNING extract(epoch FROM finished_at - created_at)::float8",
-        )
-        .await?;
-    let row = client
-        .query_opt(
-            &finish,
-            &[
-                &id,
-                &owner,
-                &outcome.status.as_str(),
-                &error_code,
-                &error_message,
-                &diagnostics,
-                &outcome.pdf_storage_key,
-                &outcome.log_storage_key,
-                &outcome.duration_ms,
-                &outcome.pdf_sha256,
-                &outcome.log_sha256,
-                &outcome.image_id,
-                &outcome.synctex_storage_key,
-                &outcome.synctex_sha256,
-                &outcome.preamble_cache,
-                &outcome.incremental,
-                &word_count,
-                &outcome.checked,
-                &outcome.thumbnail_storage_key,
-                &outcome.thumbnail_sha256,
-            ],
-        )
-        .await?;
-    Ok(row.map(|row| row.get(0)))
 }
 
 /// After an infrastructure failure: back to `Queued` after `backoff`, or `Failed` with `error`
