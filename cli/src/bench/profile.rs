@@ -6,6 +6,7 @@
 
 use anyhow::{ensure, Context as _};
 use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -51,7 +52,13 @@ impl Recording {
         Command::new("kill")
             .args(["-INT", &pid.to_string()])
             .status()?;
-        ensure!(self.perf.wait()?.success(), "perf record failed");
+        // perf ends by SIGINT, or with 128 + SIGINT, once it has written the recording (perf
+        // script below reads it whole or fails).
+        let ended = self.perf.wait()?;
+        ensure!(
+            ended.success() || ended.code() == Some(130) || ended.signal() == Some(2),
+            "perf record failed: {ended}"
+        );
         let script = Command::new("perf")
             .args(["script", "-F", "pid,comm", "-i"])
             .arg(&self.path)
@@ -59,7 +66,10 @@ impl Recording {
             .output()?;
         ensure!(script.status.success(), "perf script failed");
         let mut samples: HashMap<String, usize> = HashMap::new();
-        let mut names: HashMap<u32, String> = HashMap::new();
+        // A live process is named by its command line (texfleet's threads carry tokio's
+        // names); any other by the sample's own command (a forked child is its parent until
+        // it runs its program: `pdflatex` starts as `texfleet-supervisor`).
+        let mut live: HashMap<u32, Option<String>> = HashMap::new();
         for line in String::from_utf8_lossy(&script.stdout).lines() {
             let Some((comm, pid)) = line.trim().rsplit_once(' ') else {
                 continue;
@@ -70,10 +80,9 @@ impl Recording {
             if pid == 0 {
                 continue;
             }
-            let name = names
-                .entry(pid)
-                .or_insert_with(|| process_name(pid).unwrap_or_else(|| comm.trim().to_string()));
-            *samples.entry(name.clone()).or_default() += 1;
+            let name = live.entry(pid).or_insert_with(|| process_name(pid));
+            let name = name.clone().unwrap_or_else(|| comm.trim().to_string());
+            *samples.entry(name).or_default() += 1;
         }
         let per_sample_ms = 1000.0 / SAMPLES_PER_SECOND as f64;
         let mut processes: Vec<(String, f64)> = samples
