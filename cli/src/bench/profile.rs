@@ -159,11 +159,20 @@ pub fn describe(processes: &[(String, f64)], most: usize) -> String {
     let mut parts: Vec<String> = processes
         .iter()
         .take(most)
-        .map(|(name, ms)| format!("{name} {ms:.0}"))
+        .map(|(name, ms)| format!("{name} {}", short(*ms)))
         .collect();
     let rest: f64 = processes.iter().skip(most).map(|(_, ms)| ms).sum();
     if rest > 0.0 {
-        parts.push(format!("other {rest:.0}"));
+        parts.push(format!("other {}", short(rest)));
     }
-    format!("{total:.0} ms: {}", parts.join(", "))
+    format!("{} ms: {}", short(total), parts.join(", "))
+}
+
+/// Milliseconds with the digits that tell: none from 10 up, two below 1.
+fn short(ms: f64) -> String {
+    match ms {
+        ms if ms >= 10.0 => format!("{ms:.0}"),
+        ms if ms >= 1.0 => format!("{ms:.1}"),
+        ms => format!("{ms:.2}"),
+    }
 }
