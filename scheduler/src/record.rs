@@ -95,7 +95,7 @@ async fn finish_or_fall_back(
     outcome: Outcome,
 ) -> Result<Option<(f64, Outcome)>, DbError> {
     let finisher = &context.finisher;
-    let error = match with_db_retries(|| finisher.finish(job.id, &outcome)).await {
+    let error = match with_db_retries(|| finisher.finish((job.id, job.attempt), &outcome)).await {
         Err(error @ (DbError::Query(_) | DbError::Corrupt(_))) => error,
         finished => return finished.map(|held| held.map(|time| (time, outcome))),
     };
@@ -116,7 +116,7 @@ async fn finish_or_fall_back(
         outcome.duration_ms,
         outcome.image_id,
     );
-    let finished = with_db_retries(|| finisher.finish(job.id, &fallback)).await;
+    let finished = with_db_retries(|| finisher.finish((job.id, job.attempt), &fallback)).await;
     finished.map(|held| held.map(|time| (time, fallback)))
 }
 

@@ -296,7 +296,9 @@ async fn outcomes_that_arrive_together_commit_together_and_a_refused_one_fails_a
         String::new(),
     );
 
-    let burst = jobs[..3].iter().map(|job| finisher.finish(job.id, &good));
+    let burst = jobs[..3]
+        .iter()
+        .map(|job| finisher.finish((job.id, job.attempt), &good));
     for finished in futures::future::join_all(burst).await {
         assert!(finished.unwrap().is_some(), "a held lease was not finished");
     }
@@ -310,8 +312,8 @@ async fn outcomes_that_arrive_together_commit_together_and_a_refused_one_fails_a
     );
 
     let (finished, failed) = futures::join!(
-        finisher.finish(jobs[3].id, &good),
-        finisher.finish(jobs[4].id, &refused)
+        finisher.finish((jobs[3].id, jobs[3].attempt), &good),
+        finisher.finish((jobs[4].id, jobs[4].attempt), &refused)
     );
     assert!(
         finished.unwrap().is_some(),
@@ -324,10 +326,23 @@ async fn outcomes_that_arrive_together_commit_together_and_a_refused_one_fails_a
             .await,
         1
     );
-    // Fenced: another owner's outcome changes nothing.
-    let other = finish_jobs(&scheduler, "someone else", &[(jobs[4].id, &good)])
-        .await
-        .unwrap();
+    // Fenced: another owner's outcome, or one of an earlier attempt, changes nothing.
+    let last = &jobs[4];
+    let other = finish_jobs(
+        &scheduler,
+        "someone else",
+        &[((last.id, last.attempt), &good)],
+    )
+    .await
+    .unwrap();
     assert!(other.is_empty());
+    let earlier = finish_jobs(
+        &scheduler,
+        "finisher",
+        &[((last.id, last.attempt - 1), &good)],
+    )
+    .await
+    .unwrap();
+    assert!(earlier.is_empty());
     assert_eq!(app.count_jobs("status = 'Running'").await, 1);
 }

@@ -147,7 +147,9 @@ async fn ingest_and_queue_in(
                 }
                 claims.fetch_add(jobs.len(), Ordering::Relaxed);
                 // Each claimed job ends in a slot of its own, as a scheduler's do.
-                let finished = jobs.iter().map(|job| finisher.finish(job.id, &outcome));
+                let finished = jobs
+                    .iter()
+                    .map(|job| finisher.finish((job.id, job.attempt), &outcome));
                 for finished in futures::future::join_all(finished).await {
                     ensure!(finished?.is_some(), "lost a lease");
                     completions.fetch_add(1, Ordering::Relaxed);

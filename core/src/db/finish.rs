@@ -72,14 +72,18 @@ impl Outcome {
     }
 }
 
-/// Records the final outcomes of jobs whose lease `owner` holds, in one statement, and returns
-/// each finished job's end-to-end time (submission to now); a job whose lease `owner` no
-/// longer holds is left as it is and missing from the answer.
+/// A job and the attempt of it that ended: the lease is fenced by both, so that an outcome of
+/// an attempt that was rescued meanwhile is never recorded over a later attempt's.
+pub type JobAttempt = (Uuid, i32);
+
+/// Records the final outcomes of attempts whose lease `owner` holds, in one statement, and
+/// returns each finished job's end-to-end time (submission to now); an attempt whose lease
+/// `owner` no longer holds is left as it is and missing from the answer.
 pub async fn finish_jobs(
     pool: &Pool,
     owner: &str,
-    finished: &[(Uuid, &Outcome)],
-) -> DbResult<HashMap<Uuid, f64>> {
+    finished: &[(JobAttempt, &Outcome)],
+) -> DbResult<HashMap<JobAttempt, f64>> {
     let columns = Columns::of(finished)?;
     let client = pool.get().await?;
     let finish = client.prepare_cached(FINISH_JOBS).await?;
@@ -107,13 +111,16 @@ pub async fn finish_jobs(
                 &columns.checked,
                 &columns.thumbnail_storage_key,
                 &columns.thumbnail_sha256,
+                &columns.attempt,
             ],
         )
         .await?;
-    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    rows.iter()
+        .map(|row| Ok(((row.try_get(0)?, row.try_get(1)?), row.try_get(2)?)))
+        .collect()
 }
 
-/// One row per job: `$2..` are the outcomes' columns as arrays of the same length.
+/// One row per attempt: `$2..` are the outcomes' columns as arrays of the same length.
 const FINISH_JOBS: &str = "
     UPDATE jobs SET status = done.status, finished_at = now(), lease_owner = NULL,
                     lease_expires_at = NULL, error_code = done.error_code,
@@ -129,13 +136,15 @@ const FINISH_JOBS: &str = "
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[],
                 $8::text[], $9::int8[], $10::text[], $11::text[], $12::text[], $13::text[],
                 $14::text[], $15::text[], $16::bool[], $17::jsonb[], $18::bool[], $19::text[],
-                $20::text[])
+                $20::text[], $21::int4[])
         AS done (id, status, error_code, error_message, diagnostics, pdf_storage_key,
                  log_storage_key, duration_ms, pdf_sha256, log_sha256, image_id,
                  synctex_storage_key, synctex_sha256, preamble_cache, incremental, word_count,
-                 checked, thumbnail_storage_key, thumbnail_sha256)
-    WHERE jobs.id = done.id AND jobs.lease_owner = $1 AND jobs.status = 'Running'
-    RETURNING jobs.id, extract(epoch FROM jobs.finished_at - jobs.created_at)::float8";
+                 checked, thumbnail_storage_key, thumbnail_sha256, attempt)
+    WHERE jobs.id = done.id AND jobs.attempts = done.attempt AND jobs.lease_owner = $1
+      AND jobs.status = 'Running'
+    RETURNING jobs.id, jobs.attempts,
+              extract(epoch FROM jobs.finished_at - jobs.created_at)::float8";
 
 /// The outcomes of [`finish_jobs`], column by column.
 #[derive(Default)]
@@ -159,13 +168,15 @@ struct Columns<'a> {
     checked: Vec<bool>,
     thumbnail_storage_key: Vec<Option<&'a str>>,
     thumbnail_sha256: Vec<Option<&'a str>>,
+    attempt: Vec<i32>,
 }
 
 impl<'a> Columns<'a> {
-    fn of(finished: &'a [(Uuid, &'a Outcome)]) -> DbResult<Columns<'a>> {
+    fn of(finished: &'a [(JobAttempt, &'a Outcome)]) -> DbResult<Columns<'a>> {
         let mut columns = Columns::default();
-        for (id, outcome) in finished {
+        for ((id, attempt), outcome) in finished {
             columns.id.push(*id);
+            columns.attempt.push(*attempt);
             columns.status.push(outcome.status.as_str());
             columns
                 .error_code
@@ -218,14 +229,17 @@ impl<'a> Columns<'a> {
 const MOST_IN_A_GROUP: usize = 64;
 
 /// Commits the outcomes of one lease owner's jobs in groups (see the module's docs). Clones
-/// share one committer task, which ends when the last clone is dropped.
+/// share one committer task, which ends when the last clone is dropped; should it ever stop,
+/// each outcome is recorded on its own instead.
 #[derive(Clone)]
 pub struct Finisher {
     requests: mpsc::UnboundedSender<Finish>,
+    pool: Pool,
+    owner: String,
 }
 
 struct Finish {
-    id: Uuid,
+    attempt: JobAttempt,
     outcome: Outcome,
     answer: oneshot::Sender<DbResult<Option<f64>>>,
 }
@@ -234,23 +248,41 @@ impl Finisher {
     /// A finisher for the jobs `owner` claims; its committer runs on the current runtime.
     pub fn start(pool: Pool, owner: String) -> Finisher {
         let (requests, received) = mpsc::unbounded_channel();
-        tokio::spawn(commit_in_groups(pool, owner, received));
-        Finisher { requests }
+        tokio::spawn(commit_in_groups(pool.clone(), owner.clone(), received));
+        Finisher {
+            requests,
+            pool,
+            owner,
+        }
     }
 
-    /// Records a final outcome once its group commits, and returns the job's end-to-end
-    /// time (submission to now), or None when the owner no longer holds the job's lease.
-    pub async fn finish(&self, id: Uuid, outcome: &Outcome) -> DbResult<Option<f64>> {
+    /// Records the final outcome of `attempt` once its group commits, and returns the job's
+    /// end-to-end time (submission to now), or None when the owner no longer holds its lease.
+    pub async fn finish(&self, attempt: JobAttempt, outcome: &Outcome) -> DbResult<Option<f64>> {
         let (answer, answered) = oneshot::channel();
         let finish = Finish {
-            id,
+            attempt,
             outcome: outcome.clone(),
             answer,
         };
-        let stopped = || DbError::Unavailable("the finisher's committer stopped".into());
-        self.requests.send(finish).map_err(|_| stopped())?;
-        answered.await.map_err(|_| stopped())?
+        if self.requests.send(finish).is_ok() {
+            if let Ok(answer) = answered.await {
+                return answer;
+            }
+        }
+        tracing::error!("the finisher's committer stopped; recording the outcome on its own");
+        finish_one(&self.pool, &self.owner, attempt, outcome).await
     }
+}
+
+async fn finish_one(
+    pool: &Pool,
+    owner: &str,
+    attempt: JobAttempt,
+    outcome: &Outcome,
+) -> DbResult<Option<f64>> {
+    let times = finish_jobs(pool, owner, &[(attempt, outcome)]).await?;
+    Ok(times.get(&attempt).copied())
 }
 
 async fn commit_in_groups(
@@ -260,11 +292,20 @@ async fn commit_in_groups(
 ) {
     let mut group = Vec::with_capacity(MOST_IN_A_GROUP);
     while requests.recv_many(&mut group, MOST_IN_A_GROUP).await > 0 {
-        let outcomes: Vec<(Uuid, &Outcome)> = group.iter().map(|f| (f.id, &f.outcome)).collect();
+        let outcomes: Vec<(JobAttempt, &Outcome)> =
+            group.iter().map(|f| (f.attempt, &f.outcome)).collect();
         match finish_jobs(&pool, &owner, &outcomes).await {
             Ok(times) => {
                 for finish in group.drain(..) {
-                    let _ = finish.answer.send(Ok(times.get(&finish.id).copied()));
+                    let _ = finish.answer.send(Ok(times.get(&finish.attempt).copied()));
+                }
+            }
+            // Postgres out of reach: every caller retries in its own time (one by one here,
+            // the group would hold up the outcomes that arrive meanwhile).
+            Err(DbError::Unavailable(error)) => {
+                for finish in group.drain(..) {
+                    let error = DbError::Unavailable(error.to_string().into());
+                    let _ = finish.answer.send(Err(error));
                 }
             }
             Err(error) if group.len() == 1 => {
@@ -276,9 +317,7 @@ async fn commit_in_groups(
             // caller needs an error of its own: the group's outcomes are tried one by one.
             Err(_) => {
                 for finish in group.drain(..) {
-                    let alone = finish_jobs(&pool, &owner, &[(finish.id, &finish.outcome)])
-                        .await
-                        .map(|times| times.get(&finish.id).copied());
+                    let alone = finish_one(&pool, &owner, finish.attempt, &finish.outcome).await;
                     let _ = finish.answer.send(alone);
                 }
             }
