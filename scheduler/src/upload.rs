@@ -1,7 +1,7 @@
 //! Uploading a job's outputs to the object store. Each object carries its origin (the
 //! scheduler and the attempt that wrote it), so that what is stored can be traced to one
-//! compile; the PUTs are fenced by the lease and each is retried with back-off while the job is still
-//! ours, and every retry is counted.
+//! compile; the PUTs are fenced by the lease and each is retried with back-off while the job
+//! is still ours, and every retry is counted.
 
 use crate::metrics;
 use crate::outcome::Interrupted;

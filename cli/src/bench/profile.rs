@@ -21,7 +21,7 @@ pub struct Recording {
 }
 
 /// Starts recording into `<dir>/<stage>.data`, and returns once perf writes.
-pub async fn start(dir: &Path, stage: &str) -> anyhow::Result<Recording> {
+async fn start(dir: &Path, stage: &str) -> anyhow::Result<Recording> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("{stage}.data"));
     let _ = std::fs::remove_file(&path);
@@ -47,7 +47,7 @@ pub async fn start(dir: &Path, stage: &str) -> anyhow::Result<Recording> {
 impl Recording {
     /// Stops the recording and returns the milliseconds of CPU per job of each process, the
     /// most first (idle excluded).
-    pub fn per_job(mut self, jobs: usize) -> anyhow::Result<Vec<(String, f64)>> {
+    fn per_job(mut self, jobs: usize) -> anyhow::Result<Vec<(String, f64)>> {
         let pid = self.perf.id();
         Command::new("kill")
             .args(["-INT", &pid.to_string()])
@@ -154,7 +154,7 @@ pub fn json(processes: &Option<Vec<(String, f64)>>) -> serde_json::Value {
 }
 
 /// The `most` costliest processes and the rest, as one line.
-pub fn describe(processes: &[(String, f64)], most: usize) -> String {
+fn describe(processes: &[(String, f64)], most: usize) -> String {
     let total: f64 = processes.iter().map(|(_, ms)| ms).sum();
     let mut parts: Vec<String> = processes
         .iter()
